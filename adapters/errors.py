@@ -1,0 +1,93 @@
+"""One transport-neutral exception hierarchy.
+
+Every failure a user can cause or meet is a ``V2Error``; the transports map its
+``code`` to an HTTP status (``handler/errors.py``) or a gRPC status. Foreign
+exceptions (onnxruntime, tritonclient, boto3) are translated into these at the
+adapter boundary and nowhere else.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Transport-neutral error kinds, named after gRPC status codes."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    UPSTREAM = "UPSTREAM"
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    INTERNAL = "INTERNAL"
+
+
+class V2Error(Exception):
+    """Base of every error this server reports; ``str(err)`` is the user-facing message."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class InvalidInput(V2Error):
+    """Malformed or inconsistent request: bad JSON, shape/data mismatch, unknown tensor."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class ModelNotFound(V2Error):
+    """No such model, or no such version of it."""
+
+    code = ErrorCode.NOT_FOUND
+
+
+class PayloadTooLarge(V2Error):
+    """The request body (or what it would allocate) is over the configured limit."""
+
+    code = ErrorCode.PAYLOAD_TOO_LARGE
+
+
+class UnsupportedMediaType(V2Error):
+    """A Content-Type or Content-Encoding this server does not read."""
+
+    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
+
+
+class ModelNotReady(V2Error):
+    """The model exists but cannot serve now (failed to load, backend down)."""
+
+    code = ErrorCode.UNAVAILABLE
+    retryable = True
+
+
+class Unsupported(V2Error):
+    """A valid request for a feature this server does not implement."""
+
+    code = ErrorCode.UNIMPLEMENTED
+
+
+class UpstreamError(V2Error):
+    """A remote backend answered with an error of its own."""
+
+    code = ErrorCode.UPSTREAM
+
+
+class UpstreamTimeout(V2Error):
+    """A remote backend did not answer in time."""
+
+    code = ErrorCode.DEADLINE_EXCEEDED
+    retryable = True
+
+
+class InternalError(V2Error):
+    """A bug on our side; the message never carries internals."""
+
+    code = ErrorCode.INTERNAL

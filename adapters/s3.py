@@ -1,0 +1,54 @@
+"""Copy an ``s3://bucket/prefix`` model repository to local disk once, at start-up."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+from adapters.errors import InvalidInput
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> ``("bucket", "some/prefix/")``."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "s3" or not parsed.netloc:
+        raise InvalidInput(f"'{uri}' is not an s3://bucket/prefix URI")
+    prefix = parsed.path.lstrip("/")
+    return parsed.netloc, prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+def download_repository(uri: str, destination: Path | None = None, client: object | None = None) -> Path:
+    """Download every object under the prefix, keeping relative paths; returns the local root.
+
+    The local copy goes under ``OIP_CACHE_DIR`` (default: the temp dir, /tmp on Lambda) and is
+    reused by later calls in the same container.
+    """
+    bucket, prefix = parse_s3_uri(uri)
+    if destination is None:
+        cache = Path(os.environ.get("OIP_CACHE_DIR", tempfile.gettempdir()))
+        destination = cache / "oip-model-repository" / hashlib.sha256(uri.encode()).hexdigest()[:16]
+    marker = destination / ".complete"
+    if marker.exists():
+        return destination
+    if client is None:
+        import boto3
+
+        client = boto3.client("s3")  # honours AWS_ENDPOINT_URL(_S3)
+    paginator = client.get_paginator("list_objects_v2")  # type: ignore[attr-defined]
+    found = 0
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            relative = PurePosixPath(item["Key"][len(prefix) :])
+            if not relative.parts or item["Key"].endswith("/") or ".." in relative.parts:
+                continue
+            target = destination.joinpath(*relative.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, item["Key"], str(target))  # type: ignore[attr-defined]
+            found += 1
+    if not found:
+        raise InvalidInput(f"no objects under {uri}")
+    marker.touch()
+    return destination

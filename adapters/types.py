@@ -1,0 +1,94 @@
+"""Domain types passed between the transports and the backends.
+
+They are deliberately named apart from the wire schemas in ``handler/schemas.py``:
+a ``Tensor`` always holds decoded numpy data, never JSON lists or raw bytes.
+BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (or ``str``,
+which encoders treat as UTF-8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Parameters = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A named tensor: V2 datatype, shape and a numpy array already in that shape."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: np.ndarray
+    parameters: Parameters = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """Metadata of a model input or output; -1 marks a variable-size dimension."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedOutput:
+    """An output the caller asked for; ``binary`` is None when the caller left it to the default."""
+
+    name: str
+    binary: bool | None = None
+    parameters: Parameters = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class InferCall:
+    """One inference request, decoded. An empty ``outputs`` means every output."""
+
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[RequestedOutput, ...] = ()
+    id: str | None = None
+    parameters: Parameters = field(default_factory=dict)
+
+    @property
+    def binary_output_default(self) -> bool:
+        """Triton's ``binary_data_output`` request parameter."""
+        return bool(self.parameters.get("binary_data_output", False))
+
+
+@dataclass(frozen=True, slots=True)
+class InferResult:
+    """The outputs of one inference, in the order they are to be returned."""
+
+    model_name: str
+    model_version: str
+    outputs: tuple[Tensor, ...]
+    id: str | None = None
+    parameters: Parameters = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetadata:
+    """What ``GET /v2/models/{name}`` reports."""
+
+    name: str
+    versions: tuple[str, ...]
+    platform: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    max_batch_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIndexEntry:
+    """One row of Triton's repository index."""
+
+    name: str
+    version: str
+    state: str
+    reason: str = ""

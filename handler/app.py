@@ -1,0 +1,209 @@
+"""``create_app``: the V2 REST routes, thin; all work happens in the DataPlane and the codec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from pydantic.json_schema import models_json_schema
+
+from adapters.errors import InvalidInput, Unsupported
+from adapters.model_config import config_to_dict
+from adapters.types import InferCall, ModelMetadata
+from handler import schemas
+from handler.body import (
+    INFERENCE_HEADER_CONTENT_LENGTH,
+    check_media_type,
+    compress,
+    decompress,
+    negotiate_encoding,
+    read_body,
+)
+from handler.codec import decode_infer_request, decode_raw_request, encode_infer_response, load_json_object
+from handler.config import auto_config
+from handler.dataplane import DataPlane
+from handler.errors import install_error_handlers
+from handler.settings import Settings
+
+JSON = "application/json"
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": schemas.ErrorResponse} for status in (400, 404, 413, 415, 500, 503)
+}
+
+
+def json_response(document: Any, status: int = 200) -> Response:
+    """Serialise with orjson (numpy-aware)."""
+    return Response(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY), status, media_type=JSON)
+
+
+def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
+    """``$metadata_model_response`` from domain metadata."""
+    return {
+        "name": metadata.name,
+        "versions": list(metadata.versions),
+        "platform": metadata.platform,
+        "inputs": [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in metadata.inputs],
+        "outputs": [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in metadata.outputs],
+    }
+
+
+def _parse_header_length(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        raise InvalidInput(f"Inference-Header-Content-Length '{value}' is not an integer") from None
+    if length < 0:
+        raise InvalidInput("Inference-Header-Content-Length must not be negative")
+    return length
+
+
+def _install_openapi(app: FastAPI) -> None:
+    """Document the infer body with the wire schema (the route reads raw bytes, so FastAPI cannot infer it)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        _, defs = models_json_schema(
+            [(schemas.InferenceRequest, "validation")], ref_template="#/components/schemas/{model}"
+        )
+        document.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        body = {
+            "required": True,
+            "content": {
+                JSON: {"schema": {"$ref": "#/components/schemas/InferenceRequest"}},
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                },
+            },
+        }
+        for path, item in document["paths"].items():
+            if path.endswith("/infer"):
+                item["post"]["requestBody"] = body
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def create_app(dataplane: DataPlane, settings: Settings | None = None) -> FastAPI:
+    """The V2 app over a DataPlane."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="oip-serverless",
+        version=dataplane.server_version,
+        description="Open Inference Protocol (KServe/Triton V2) with Triton's binary tensor extension.",
+    )
+    install_error_handlers(app)
+    _install_openapi(app)
+
+    @app.get("/v2", response_model=schemas.MetadataServerResponse, tags=["metadata"])
+    async def server_metadata() -> Response:
+        return json_response(dataplane.server_metadata())
+
+    @app.get("/v2/health/live", response_model=schemas.LiveServerResponse, tags=["health"])
+    async def server_live() -> Response:
+        live = dataplane.live()
+        return json_response({"live": live}, 200 if live else 400)
+
+    @app.get("/v2/health/ready", response_model=schemas.ReadyServerResponse, tags=["health"])
+    async def server_ready() -> Response:
+        ready = await dataplane.ready()
+        return json_response({"ready": ready}, 200 if ready else 400)
+
+    @app.get(
+        "/v2/models/{model_name}/ready", response_model=schemas.ReadyModelResponse, tags=["health"], responses=_ERRORS
+    )
+    @app.get(
+        "/v2/models/{model_name}/versions/{model_version}/ready",
+        response_model=schemas.ReadyModelResponse,
+        tags=["health"],
+        responses=_ERRORS,
+    )
+    async def model_ready(model_name: str, model_version: str | None = None) -> Response:
+        ready = await dataplane.model_ready(model_name, model_version)
+        return json_response({"name": model_name, "ready": ready}, 200 if ready else 400)
+
+    @app.get(
+        "/v2/models/{model_name}", response_model=schemas.MetadataModelResponse, tags=["metadata"], responses=_ERRORS
+    )
+    @app.get(
+        "/v2/models/{model_name}/versions/{model_version}",
+        response_model=schemas.MetadataModelResponse,
+        tags=["metadata"],
+        responses=_ERRORS,
+    )
+    async def model_metadata(model_name: str, model_version: str | None = None) -> Response:
+        return json_response(metadata_document(await dataplane.model_metadata(model_name, model_version)))
+
+    @app.get("/v2/models/{model_name}/config", tags=["metadata"], responses=_ERRORS)
+    @app.get("/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"], responses=_ERRORS)
+    async def model_config(model_name: str, model_version: str | None = None) -> Response:
+        metadata = await dataplane.model_metadata(model_name, model_version)
+        config = dataplane.model_config(model_name, model_version)
+        return json_response(auto_config(config_to_dict(config) if config is not None else {}, metadata))
+
+    @app.post(
+        "/v2/models/{model_name}/infer", response_model=schemas.InferenceResponse, tags=["inference"], responses=_ERRORS
+    )
+    @app.post(
+        "/v2/models/{model_name}/versions/{model_version}/infer",
+        response_model=schemas.InferenceResponse,
+        tags=["inference"],
+        responses=_ERRORS,
+    )
+    async def infer(request: Request, model_name: str, model_version: str | None = None) -> Response:
+        check_media_type(request.headers.get("content-type"))
+        body = await read_body(request, settings.max_body_bytes)
+        body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
+        header_length = _parse_header_length(request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
+        call: InferCall
+        if header_length == 0:
+            metadata = await dataplane.model_metadata(model_name, model_version)
+            if len(metadata.inputs) != 1:
+                raise InvalidInput(
+                    f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
+                    f"'{model_name}' has {len(metadata.inputs)}"
+                )
+            call = decode_raw_request(body, metadata.inputs[0], settings.max_tensor_bytes)
+        else:
+            call = decode_infer_request(body, header_length, settings.max_tensor_bytes)
+        result = await dataplane.infer(model_name, model_version, call)
+        content, json_length = encode_infer_response(result, call)
+        headers: dict[str, str] = {}
+        media_type = JSON
+        if json_length is not None:
+            headers["Inference-Header-Content-Length"] = str(json_length)
+            media_type = "application/octet-stream"
+        encoding = negotiate_encoding(request.headers.get("accept-encoding"))
+        if encoding is not None:
+            content = compress(content, encoding)
+            headers["Content-Encoding"] = encoding
+            headers["Vary"] = "Accept-Encoding"
+        return Response(content, 200, headers, media_type=media_type)
+
+    @app.post("/v2/repository/index", response_model=list[schemas.RepositoryIndexEntry], tags=["repository"])
+    async def repository_index(request: Request) -> Response:
+        body = await read_body(request, settings.max_body_bytes)
+        only_ready = bool(load_json_object(body).get("ready", False)) if body.strip() else False
+        rows = [
+            {"name": r.name, "version": r.version, "state": r.state, **({"reason": r.reason} if r.reason else {})}
+            for r in await dataplane.index()
+            if not only_ready or r.state == "READY"
+        ]
+        return json_response(rows)
+
+    @app.post("/v2/repository/models/{model_name}/load", tags=["repository"], responses=_ERRORS)
+    @app.post("/v2/repository/models/{model_name}/unload", tags=["repository"], responses=_ERRORS)
+    async def repository_control(model_name: str) -> Response:
+        raise Unsupported(
+            "this server is stateless: models load from the repository at start-up (default versions) or on "
+            "first use, and cannot be loaded or unloaded on request"
+        )
+
+    return app

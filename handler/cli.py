@@ -1,0 +1,51 @@
+"""The ``oip`` command: ``oip serve`` runs the V2 app under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from handler.server import build_app
+    from handler.settings import Settings
+
+    settings = Settings.from_env(
+        model_repository=args.model_repository,
+        max_body_bytes=args.max_body_bytes,
+    )
+    app = build_app(settings)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for ``oip``."""
+    parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve a model repository over HTTP")
+    serve.add_argument(
+        "--model-repository",
+        help="directory or s3://bucket/prefix [env MODEL_REPOSITORY; default: the demo repository]",
+    )
+    serve.add_argument("--host", default=os.environ.get("OIP_HOST", "127.0.0.1"), help="[env OIP_HOST]")
+    serve.add_argument("--port", type=int, default=int(os.environ.get("OIP_PORT", "8000")), help="[env OIP_PORT]")
+    serve.add_argument("--max-body-bytes", type=int, help="[env OIP_MAX_BODY_BYTES; default 6 MiB]")
+    serve.add_argument("--log-level", default=os.environ.get("OIP_LOG_LEVEL", "info"))
+    serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``oip`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,15 @@
+"""Build the app from settings: the one place that wires repository, data plane and routes."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from handler.app import create_app
+from handler.dataplane import build_dataplane
+from handler.settings import Settings
+
+
+def build_app(settings: Settings | None = None) -> FastAPI:
+    """The V2 app for ``settings`` (from the environment when None), models already loaded."""
+    settings = settings or Settings.from_env()
+    return create_app(build_dataplane(settings), settings)

@@ -1,0 +1,169 @@
+"""Tensor data <-> numpy: JSON arrays and Triton's binary encoding.
+
+JSON data is converted with one ``np.asarray`` call (no per-element Python work except for
+BYTES); binary data is a zero-copy ``np.frombuffer`` view. BYTES elements in binary are
+Triton's 4-byte little-endian length followed by the bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adapters.datatypes import element_size, numpy_dtype
+from adapters.errors import InvalidInput, PayloadTooLarge
+
+_LENGTH = struct.Struct("<I")
+
+
+def element_count(shape: Sequence[int]) -> int:
+    """Number of elements of a shape (exact Python integer, no overflow)."""
+    return math.prod(shape)
+
+
+def check_allocation(name: str, datatype: str, shape: Sequence[int], limit: int) -> None:
+    """Refuse a shape whose fixed-size data would exceed ``limit`` bytes, before anything is allocated."""
+    size = element_count(shape) * max(element_size(datatype), 1)
+    if size > limit:
+        raise PayloadTooLarge(
+            f"tensor '{name}' with shape {list(shape)} and datatype {datatype} would need {size} bytes, "
+            f"over the limit of {limit} bytes"
+        )
+
+
+def _check_count(name: str, shape: Sequence[int], found: int) -> None:
+    expected = element_count(shape)
+    if found != expected:
+        raise InvalidInput(f"tensor '{name}': shape {list(shape)} needs {expected} elements but the data holds {found}")
+
+
+def _strings_from_json(name: str, data: list[Any]) -> np.ndarray:
+    flat = np.array(data, dtype=object).ravel()
+    for item in flat:
+        if not isinstance(item, str):
+            raise InvalidInput(
+                f"tensor '{name}': BYTES data must be JSON strings, found {type(item).__name__} {item!r:.40}"
+            )
+    return flat
+
+
+def _integers_from_json(name: str, data: list[Any], dtype: np.dtype, datatype: str) -> np.ndarray:
+    array = np.asarray(data)
+    if array.size == 0:
+        return array.astype(dtype)
+    if array.dtype.kind not in "iu":
+        raise InvalidInput(f"tensor '{name}': {datatype} data must be JSON integers, found {array.dtype.name} values")
+    info = np.iinfo(dtype)
+    if array.min() < info.min or array.max() > info.max:
+        raise InvalidInput(f"tensor '{name}': a value is out of range for {datatype} [{info.min}, {info.max}]")
+    return array.astype(dtype, copy=False)
+
+
+def _json_to_array(name: str, data: list[Any], datatype: str) -> np.ndarray:
+    dtype = numpy_dtype(datatype)
+    if datatype == "BYTES":
+        return _strings_from_json(name, data)
+    if datatype == "BOOL":
+        array = np.asarray(data)
+        if array.size and array.dtype != np.bool_:
+            raise InvalidInput(f"tensor '{name}': BOOL data must be JSON true/false, found {array.dtype.name} values")
+        return array.astype(np.bool_, copy=False)
+    if datatype == "BF16":
+        return np.asarray(data, dtype=np.float32).astype(dtype)
+    if dtype.kind == "f":
+        # null stands for NaN (JSON has no NaN); numpy converts None to nan for float dtypes.
+        return np.asarray(data, dtype=dtype)
+    return _integers_from_json(name, data, dtype, datatype)
+
+
+def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) -> np.ndarray:
+    """A JSON ``data`` array (flat or nested) -> numpy array of ``shape``."""
+    if not isinstance(data, list):
+        raise InvalidInput(f"tensor '{name}': 'data' must be a JSON array, got {type(data).__name__}")
+    try:
+        array = _json_to_array(name, data, datatype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"tensor '{name}': 'data' is not a well-formed {datatype} array ({exc})") from None
+    _check_count(name, shape, array.size)
+    return array.reshape(shape)
+
+
+def _strings_from_binary(name: str, buffer: memoryview, count: int) -> np.ndarray:
+    if count * _LENGTH.size > len(buffer):
+        raise InvalidInput(f"tensor '{name}': {len(buffer)} bytes cannot hold {count} BYTES elements")
+    items: list[bytes] = []
+    offset, end = 0, len(buffer)
+    while offset < end:
+        if offset + _LENGTH.size > end:
+            raise InvalidInput(f"tensor '{name}': truncated BYTES length prefix at byte {offset}")
+        (length,) = _LENGTH.unpack_from(buffer, offset)
+        offset += _LENGTH.size
+        if offset + length > end:
+            raise InvalidInput(f"tensor '{name}': BYTES element of {length} bytes runs past the data at byte {offset}")
+        items.append(bytes(buffer[offset : offset + length]))
+        offset += length
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array
+
+
+def decode_binary_data(name: str, datatype: str, shape: Sequence[int], buffer: memoryview) -> np.ndarray:
+    """Binary tensor bytes -> numpy array of ``shape`` (a zero-copy view for fixed-size types)."""
+    count = element_count(shape)
+    if datatype == "BYTES":
+        array = _strings_from_binary(name, buffer, count)
+        _check_count(name, shape, array.size)
+        return array.reshape(shape)
+    dtype = numpy_dtype(datatype)
+    expected = count * dtype.itemsize
+    if len(buffer) != expected:
+        raise InvalidInput(
+            f"tensor '{name}': shape {list(shape)} of {datatype} needs {expected} bytes "
+            f"but binary_data_size is {len(buffer)}"
+        )
+    array = np.frombuffer(buffer, dtype=dtype)
+    if datatype == "BOOL" and array.size and array.view(np.uint8).max() > 1:
+        raise InvalidInput(f"tensor '{name}': BOOL bytes must be 0 or 1")
+    if not array.flags.aligned:
+        array = array.copy()
+    return array.reshape(shape)
+
+
+def _as_bytes(item: bytes | str) -> bytes:
+    return item.encode() if isinstance(item, str) else bytes(item)
+
+
+def encode_binary_data(datatype: str, array: np.ndarray) -> bytes:
+    """numpy array -> Triton binary tensor bytes."""
+    if datatype == "BYTES":
+        parts: list[bytes] = []
+        for item in array.ravel():
+            encoded = _as_bytes(item)
+            parts.append(_LENGTH.pack(len(encoded)))
+            parts.append(encoded)
+        return b"".join(parts)
+    return np.ascontiguousarray(array, dtype=numpy_dtype(datatype)).tobytes()
+
+
+def _as_text(name: str, item: bytes | str) -> str:
+    if isinstance(item, str):
+        return item
+    try:
+        return bytes(item).decode()
+    except UnicodeDecodeError:
+        raise InvalidInput(
+            f"output '{name}' holds bytes that are not UTF-8 text; request it with the 'binary_data' parameter"
+        ) from None
+
+
+def encode_json_data(name: str, datatype: str, array: np.ndarray) -> Any:
+    """numpy array -> a flat value orjson can serialise (numpy arrays pass through natively)."""
+    if datatype == "BYTES":
+        return [_as_text(name, item) for item in array.ravel()]
+    if datatype == "BF16":
+        return np.ascontiguousarray(array, dtype=np.float32).ravel()
+    return np.ascontiguousarray(array).ravel()
