@@ -15,7 +15,7 @@ import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from adapters.datatypes import from_config_type
-from adapters.errors import InternalError, InvalidInput, ModelNotReady
+from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported
 from adapters.model_config import model_config_pb2
 from adapters.types import InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
 from adapters.validation import validate_call
@@ -90,6 +90,11 @@ def _merge(specs: tuple[TensorSpec, ...], configured: Any, max_batch_size: int) 
 
 
 def _to_ort(tensor: Tensor) -> np.ndarray:
+    if tensor.datatype == "BF16":
+        raise Unsupported(
+            f"input '{tensor.name}' is BF16: onnxruntime's Python API cannot exchange bfloat16 tensors; "
+            "serve this model from Triton, or cast it to FP16/FP32"
+        )
     if tensor.datatype == "BYTES":
         items = [item.decode() if isinstance(item, bytes) else item for item in tensor.data.ravel()]
         return np.array(items, dtype=object).reshape(tensor.shape)

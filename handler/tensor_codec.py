@@ -51,10 +51,24 @@ def _strings_from_json(name: str, data: list[Any]) -> np.ndarray:
     return flat
 
 
+def _exact_integers(name: str, data: list[Any], dtype: np.dtype, datatype: str) -> np.ndarray:
+    """Slow path for 64-bit values numpy would round through float64 (e.g. ``[0, 2**64 - 1]``)."""
+    flat = np.array(data, dtype=object).ravel()
+    info = np.iinfo(dtype)
+    for item in flat:
+        if type(item) is not int:
+            raise InvalidInput(f"tensor '{name}': {datatype} data must be JSON integers, found {item!r:.40}")
+        if not info.min <= item <= info.max:
+            raise InvalidInput(f"tensor '{name}': {item} is out of range for {datatype} [{info.min}, {info.max}]")
+    return np.array(flat.tolist(), dtype=dtype)
+
+
 def _integers_from_json(name: str, data: list[Any], dtype: np.dtype, datatype: str) -> np.ndarray:
     array = np.asarray(data)
     if array.size == 0:
         return array.astype(dtype)
+    if array.dtype.kind in "fO" and dtype.itemsize == 8:
+        return _exact_integers(name, data, dtype, datatype)
     if array.dtype.kind not in "iu":
         raise InvalidInput(f"tensor '{name}': {datatype} data must be JSON integers, found {array.dtype.name} values")
     info = np.iinfo(dtype)
