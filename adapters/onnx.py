@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -45,17 +46,25 @@ _ORT_TO_DATATYPE: Final[dict[str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """onnxruntime threading; 0 lets onnxruntime choose (set both explicitly on arm64 Lambda)."""
+    """onnxruntime threading and where ``infer`` runs.
+
+    Thread counts of 0 let onnxruntime choose (set both explicitly on arm64 Lambda).
+    A model whose recent runs took less than ``inline_run_ms`` runs on the event loop's own
+    thread: handing a 50 µs run to a worker thread costs several hundred µs. Slower models
+    run in a worker thread so the server keeps answering meanwhile.
+    """
 
     intra_op_threads: int = 0
     inter_op_threads: int = 0
+    inline_run_ms: float = 1.0
 
     @classmethod
     def from_env(cls) -> SessionSettings:
-        """Read ``OIP_ORT_INTRA_OP_THREADS`` / ``OIP_ORT_INTER_OP_THREADS``."""
+        """Read ``OIP_ORT_INTRA_OP_THREADS``, ``OIP_ORT_INTER_OP_THREADS`` and ``OIP_INLINE_RUN_MS``."""
         return cls(
             int(os.environ.get("OIP_ORT_INTRA_OP_THREADS", "0")),
             int(os.environ.get("OIP_ORT_INTER_OP_THREADS", "0")),
+            float(os.environ.get("OIP_INLINE_RUN_MS", "1.0")),
         )
 
 
@@ -121,6 +130,8 @@ class OnnxBackend:
         self._metadata: ModelMetadata | None = None
         self._error: str | None = None
         self._lock = threading.Lock()
+        #: Moving average of run time (ms); starts high so an unmeasured model runs in a thread.
+        self._run_ms = float("inf")
 
     def load(self) -> None:
         """Create the session (idempotent); a failure leaves the model not ready, with its reason."""
@@ -174,12 +185,15 @@ class OnnxBackend:
         validate_call(call, metadata)
         wanted = [o.name for o in call.outputs] or [spec.name for spec in metadata.outputs]
         feeds = {tensor.name: _to_ort(tensor) for tensor in call.inputs}
+        started = time.perf_counter()
         try:
             arrays = session.run(wanted, feeds)
         except ort_errors.InvalidArgument as exc:
             raise InvalidInput(f"model '{self.name}' rejected the input: {exc}") from None
         except (ort_errors.Fail, ort_errors.RuntimeException, ort_errors.EPFail) as exc:
             raise InternalError(f"model '{self.name}' failed while running: {exc}") from None
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        self._run_ms = elapsed_ms if self._run_ms == float("inf") else 0.8 * self._run_ms + 0.2 * elapsed_ms
         types = {spec.name: spec.datatype for spec in metadata.outputs}
         outputs = tuple(
             Tensor(name, types[name], tuple(int(d) for d in np.shape(array)), np.asarray(array))
@@ -188,5 +202,7 @@ class OnnxBackend:
         return InferResult(self.name, self.version, outputs, call.id)
 
     async def infer(self, call: InferCall) -> InferResult:
-        """Run in a worker thread so the event loop keeps serving (onnxruntime releases the GIL)."""
+        """Run inline when the model is fast, else in a worker thread (onnxruntime releases the GIL)."""
+        if self._run_ms < self.settings.inline_run_ms:
+            return self.infer_sync(call)
         return await anyio.to_thread.run_sync(self.infer_sync, call)

@@ -118,12 +118,26 @@ def _request(**fields: object) -> bytes:
         (_request() + b"\x00\x00", len(_request()), "2 bytes after the tensors"),
         (_request(), 10_000, "larger than the body"),
         (
-            orjson.dumps({"inputs": [{"name": "x", "shape": [2], "datatype": "FP32", "parameters": {"binary_data_size": 8}}]}),
+            orjson.dumps(
+                {"inputs": [{"name": "x", "shape": [2], "datatype": "FP32", "parameters": {"binary_data_size": 8}}]}
+            ),
             None,
             "runs past the end",
         ),
         (
-            orjson.dumps({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1], "parameters": {"binary_data_size": 4}}]})
+            orjson.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": "x",
+                            "shape": [1],
+                            "datatype": "FP32",
+                            "data": [1],
+                            "parameters": {"binary_data_size": 4},
+                        }
+                    ]
+                }
+            )
             + bytes(4),
             None,
             "both 'data' and 'binary_data_size'",

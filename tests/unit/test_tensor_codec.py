@@ -42,9 +42,10 @@ def test_json_flat_data_decodes(datatype: str) -> None:
 def test_json_nested_data_decodes_like_flat(datatype: str) -> None:
     data, _ = SAMPLES[datatype]
     nested = [data[:3], data[3:]]
-    assert decode_json_data("t", datatype, (2, 3), nested).tolist() == decode_json_data(
-        "t", datatype, (2, 3), data
-    ).tolist()
+    assert (
+        decode_json_data("t", datatype, (2, 3), nested).tolist()
+        == decode_json_data("t", datatype, (2, 3), data).tolist()
+    )
 
 
 @pytest.mark.parametrize("datatype", SAMPLES)

@@ -1,0 +1,48 @@
+"""Helpers shared by the benchmarks: timing and a server process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import httpx
+
+
+def p50_ms(function: Callable[[], object], repeat: int, warmup: int = 20) -> float:
+    """Median wall time of ``function`` in milliseconds."""
+    for _ in range(warmup):
+        function()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+@contextmanager
+def oip_server(port: int, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``oip serve`` in a child process (no access log), yielding its base URL."""
+    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--no-access-log",
+               "--log-level", "warning"]  # fmt: skip
+    with subprocess.Popen(command, env={**os.environ, **(env or {})}) as process:
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{url}/v2/health/live", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("server did not start")
+                time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()

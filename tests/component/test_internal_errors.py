@@ -1,0 +1,47 @@
+"""A bug in a backend answers 500 with a generic message: no traceback or internals in the body."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from fastapi.testclient import TestClient
+
+from adapters.repository import ModelRepository
+from adapters.types import InferCall, InferResult, ModelMetadata, TensorSpec
+from handler.app import create_app
+from handler.dataplane import DataPlane
+from tests import onnx_models
+
+
+class BuggyBackend:
+    """A backend whose infer has a bug (stands in for any unexpected exception in our code)."""
+
+    error = None
+
+    def __init__(self, name: str, version: str, *_: object) -> None:
+        self.name, self.version = name, version
+
+    def load(self) -> None:
+        pass
+
+    async def ready(self) -> bool:
+        return True
+
+    async def metadata(self) -> ModelMetadata:
+        spec = TensorSpec("x", "FP32", (1,))
+        return ModelMetadata(self.name, (self.version,), "test", (spec,), (spec,))
+
+    async def infer(self, call: InferCall) -> InferResult:
+        raise KeyError("secret internal detail")
+
+
+def test_unexpected_exception_is_a_generic_500(tmp_path: Path) -> None:
+    onnx_models.save(onnx_models.identity("FP32", [1]), tmp_path, "buggy")
+    app = create_app(DataPlane(ModelRepository(tmp_path, BuggyBackend)))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        body = orjson.dumps({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]})
+        response = client.post("/v2/models/buggy/infer", content=body)
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal server error; the server log has the details"}
+    assert "secret" not in response.text
