@@ -1,0 +1,51 @@
+"""``MODEL_REPOSITORY=s3://bucket/prefix``: copied once to local disk at start-up, over a real S3 API (moto)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+import pytest
+
+from adapters.errors import InvalidInput
+from adapters.s3 import download_repository, parse_s3_uri
+from handler.dataplane import build_dataplane
+from handler.settings import DEMO_REPOSITORY, Settings
+
+pytestmark = pytest.mark.integration
+
+
+def _upload(bucket: str, prefix: str) -> int:
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    count = 0
+    for path in DEMO_REPOSITORY.rglob("*"):
+        if path.is_file():
+            s3.upload_file(str(path), bucket, f"{prefix}/{path.relative_to(DEMO_REPOSITORY).as_posix()}")
+            count += 1
+    return count
+
+
+def test_parse_s3_uri() -> None:
+    assert parse_s3_uri("s3://b/p/q") == ("b", "p/q/")
+    assert parse_s3_uri("s3://b") == ("b", "")
+    with pytest.raises(InvalidInput):
+        parse_s3_uri("/local/path")
+
+
+def test_s3_repository_serves_the_models(aws_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _upload("models-bucket", "prod/repo")
+    monkeypatch.setenv("OIP_CACHE_DIR", str(tmp_path))
+    dataplane = build_dataplane(Settings(model_repository="s3://models-bucket/prod/repo"))
+    assert dataplane.repository.names() == ["iris", "tiny_image"]
+    local = dataplane.repository.root
+    assert local.is_relative_to(tmp_path)
+    assert sum(1 for p in local.rglob("*") if p.is_file() and p.name != ".complete") == files
+    # A second start in the same container reuses the copy (no new download).
+    assert download_repository("s3://models-bucket/prod/repo") == local
+
+
+def test_empty_prefix_is_a_clear_error(aws_env: str, tmp_path: Path) -> None:
+    boto3.client("s3").create_bucket(Bucket="empty-bucket")
+    with pytest.raises(InvalidInput, match="no objects under s3://empty-bucket/none"):
+        download_repository("s3://empty-bucket/none", tmp_path / "copy")
