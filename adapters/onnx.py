@@ -105,7 +105,12 @@ def _to_ort(tensor: Tensor) -> np.ndarray:
             "serve this model from Triton, or cast it to FP16/FP32"
         )
     if tensor.datatype == "BYTES":
-        items = [item.decode() if isinstance(item, bytes) else item for item in tensor.data.ravel()]
+        try:
+            items = [item.decode() if isinstance(item, bytes) else item for item in tensor.data.ravel()]
+        except UnicodeDecodeError:
+            raise InvalidInput(
+                f"input '{tensor.name}': ONNX string tensors hold UTF-8 text, and an element is not valid UTF-8"
+            ) from None
         return np.array(items, dtype=object).reshape(tensor.shape)
     return tensor.data
 

@@ -327,3 +327,16 @@ def test_openapi_documents_the_v2_schema(client: TestClient) -> None:
     assert "InferenceRequest" in document["components"]["schemas"]
     infer_body = document["paths"]["/v2/models/{model_name}/infer"]["post"]["requestBody"]
     assert infer_body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/InferenceRequest"}
+
+
+def test_non_utf8_bytes_into_an_onnx_string_tensor_is_400(client: TestClient) -> None:
+    header = orjson.dumps(
+        {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": 5}}]}
+    )
+    response = client.post(
+        "/v2/models/identity_bytes/infer",
+        content=header + b"\x01\x00\x00\x00\x80",
+        headers={"Inference-Header-Content-Length": str(len(header))},
+    )
+    assert response.status_code == 400
+    assert "not valid UTF-8" in response.json()["error"]
