@@ -10,7 +10,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from pydantic.json_schema import models_json_schema
 
-from adapters.errors import InvalidInput, Unsupported
+from adapters.errors import InvalidInput, Unsupported, V2Error
 from adapters.model_config import config_to_dict
 from adapters.types import InferCall, ModelMetadata
 from handler import schemas
@@ -25,8 +25,9 @@ from handler.body import (
 from handler.codec import decode_infer_request, decode_raw_request, encode_infer_response, load_json_object
 from handler.config import auto_config
 from handler.dataplane import DataPlane
-from handler.errors import install_error_handlers
+from handler.errors import install_error_handlers, status_of
 from handler.settings import Settings
+from handler.telemetry import InferObservation, Telemetry
 
 JSON = "application/json"
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -91,14 +92,16 @@ def _install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def create_app(dataplane: DataPlane, settings: Settings | None = None) -> FastAPI:
-    """The V2 app over a DataPlane."""
+def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:
+    """The V2 app over a DataPlane; ``telemetry`` observes every infer call."""
     settings = settings or Settings()
+    telemetry = telemetry or Telemetry()
     app = FastAPI(
         title="oip-serverless",
         version=dataplane.server_version,
         description="Open Inference Protocol (KServe/Triton V2) with Triton's binary tensor extension.",
     )
+    app.state.dataplane = dataplane
     install_error_handlers(app)
     _install_openapi(app)
 
@@ -158,23 +161,35 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None) -> FastAP
         responses=_ERRORS,
     )
     async def infer(request: Request, model_name: str, model_version: str | None = None) -> Response:
+        with telemetry.observe(model_name, model_version) as observation:
+            try:
+                response = await _infer(request, model_name, model_version, observation)
+            except V2Error as exc:
+                observation.status = status_of(exc)
+                raise
+            observation.status = response.status_code
+            return response
+
+    async def _infer(
+        request: Request, model_name: str, model_version: str | None, observation: InferObservation
+    ) -> Response:
         check_media_type(request.headers.get("content-type"))
         body = await read_body(request, settings.max_body_bytes)
+        observation.bytes_in = len(body)
         body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
         header_length = _parse_header_length(request.headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
         call: InferCall
-        if header_length == 0:
-            metadata = await dataplane.model_metadata(model_name, model_version)
-            if len(metadata.inputs) != 1:
-                raise InvalidInput(
-                    f"a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
-                    f"'{model_name}' has {len(metadata.inputs)}"
-                )
-            call = decode_raw_request(body, metadata.inputs[0], settings.max_tensor_bytes)
-        else:
-            call = decode_infer_request(body, header_length, settings.max_tensor_bytes)
-        result = await dataplane.infer(model_name, model_version, call)
-        content, json_length = encode_infer_response(result, call)
+        with telemetry.span("decode"):
+            if header_length == 0:
+                call = await _raw_call(body, model_name, model_version)
+            else:
+                call = decode_infer_request(body, header_length, settings.max_tensor_bytes)
+        with telemetry.span("run"):
+            result = await dataplane.infer(model_name, model_version, call)
+        observation.version = result.model_version
+        with telemetry.span("encode"):
+            content, json_length = encode_infer_response(result, call)
+        observation.request_body, observation.response_body = body, content
         headers: dict[str, str] = {}
         media_type = JSON
         if json_length is not None:
@@ -185,7 +200,17 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None) -> FastAP
             content = compress(content, encoding)
             headers["Content-Encoding"] = encoding
             headers["Vary"] = "Accept-Encoding"
+        observation.bytes_out = len(content)
         return Response(content, 200, headers, media_type=media_type)
+
+    async def _raw_call(body: bytes, model_name: str, model_version: str | None) -> InferCall:
+        metadata = await dataplane.model_metadata(model_name, model_version)
+        if len(metadata.inputs) != 1:
+            raise InvalidInput(
+                "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
+                f"'{model_name}' has {len(metadata.inputs)}"
+            )
+        return decode_raw_request(body, metadata.inputs[0], settings.max_tensor_bytes)
 
     @app.post("/v2/repository/index", response_model=list[schemas.RepositoryIndexEntry], tags=["repository"])
     async def repository_index(request: Request) -> Response:

@@ -22,6 +22,22 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _invoke(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    if args.model_repository:
+        os.environ["MODEL_REPOSITORY"] = args.model_repository
+    from handler.lambda_context import LocalLambdaContext
+
+    event = json.loads(Path(args.event).read_text())
+    from handler.http import lambda_handler
+
+    response = lambda_handler(event, LocalLambdaContext())
+    print(json.dumps(response, indent=2, ensure_ascii=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``oip``."""
     parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
@@ -38,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default=os.environ.get("OIP_LOG_LEVEL", "info"))
     serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
     serve.set_defaults(run=_serve)
+
+    invoke = commands.add_parser(
+        "invoke", help="run a Lambda event file through the real handler and print the response (like sam local invoke)"
+    )
+    invoke.add_argument("event", help="event JSON file, e.g. events/http-api/infer-json.json")
+    invoke.add_argument("--model-repository", help="[env MODEL_REPOSITORY; default: the demo repository]")
+    invoke.set_defaults(run=_invoke)
     return parser
 
 

@@ -7,9 +7,10 @@ from fastapi import FastAPI
 from handler.app import create_app
 from handler.dataplane import build_dataplane
 from handler.settings import Settings
+from handler.telemetry import Telemetry
 
 
-def build_app(settings: Settings | None = None) -> FastAPI:
+def build_app(settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:
     """The V2 app for ``settings`` (from the environment when None), models already loaded."""
     settings = settings or Settings.from_env()
-    return create_app(build_dataplane(settings), settings)
+    return create_app(build_dataplane(settings), settings, telemetry)

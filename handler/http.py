@@ -1,0 +1,114 @@
+"""AWS Lambda entry point for HTTP: the V2 app behind API Gateway (HTTP and REST APIs), ALB or a Function URL.
+
+Everything heavy happens at import time, in Lambda's init phase (or before a SnapStart snapshot):
+the model repository is read and the default versions load and run once. Mangum runs with
+``lifespan="off"``: it would otherwise run the app's lifespan on every invocation.
+
+Events that are not HTTP (SQS, S3, Step Functions) are routed to ``handler.batch`` so one function can
+serve both; Mangum would fail on them with "unable to infer a handler".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from mangum import Mangum
+
+from handler.request_log import RequestLogSampler, firehose_sink
+from handler.server import build_app
+from handler.settings import Settings
+from handler.telemetry import PowertoolsTelemetry
+from handler.warmup import warm_up
+
+logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
+
+
+def _sampler() -> RequestLogSampler | None:
+    percentage = float(os.environ.get("OIP_REQUEST_LOG_SAMPLING", "0") or 0)
+    stream = os.environ.get("OIP_REQUEST_LOG_STREAM", "")
+    if percentage <= 0 or not stream:
+        return None
+    return RequestLogSampler(percentage, firehose_sink(stream))
+
+
+settings = Settings.from_env()
+sampler = _sampler()
+telemetry = PowertoolsTelemetry(sampler, tracing=os.environ.get("OIP_TRACING", "0") == "1")
+app = build_app(settings, telemetry)
+mangum = Mangum(app, lifespan="off")
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """The loop Mangum will use (``asyncio.get_event_loop``); ``asyncio.run`` would leave none behind."""
+    try:
+        return asyncio.get_event_loop()
+    except RuntimeError:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        return loop
+
+
+def _warm() -> None:
+    _event_loop().run_until_complete(warm_up(app.state.dataplane))
+
+
+def _after_restore() -> None:
+    """Each SnapStart clone starts from the same memory: give it its own randomness."""
+    random.seed()
+    if sampler is not None:
+        sampler.reseed()
+
+
+try:  # SnapStart runtime hooks exist only inside the Lambda Python runtime
+    from snapshot_restore_py import register_after_restore, register_before_snapshot  # type: ignore[import-not-found]
+
+    register_before_snapshot(_warm)
+    register_after_restore(_after_restore)
+except ImportError:
+    pass
+
+if os.environ.get("OIP_WARM_UP", "1") == "1":
+    _warm()
+
+
+def strip_stage(event: dict[str, Any]) -> dict[str, Any]:
+    """HTTP API events carry a named stage in ``requestContext.http.path`` (``/prod/v2/...``): drop it."""
+    context = event.get("requestContext") or {}
+    stage = context.get("stage")
+    http = context.get("http")
+    if event.get("version") != "2.0" or not stage or stage == "$default" or not http:
+        return event
+    prefix = f"/{stage}"
+    path = http.get("path", "")
+    if path != prefix and not path.startswith(prefix + "/"):
+        return event
+    return {**event, "requestContext": {**context, "http": {**http, "path": path[len(prefix) :] or "/"}}}
+
+
+def is_http_event(event: dict[str, Any]) -> bool:
+    """API Gateway (REST or HTTP API), ALB and Function URL events."""
+    context = event.get("requestContext") or {}
+    return "httpMethod" in event or "http" in context or "elb" in context
+
+
+def _correlation_id(event: dict[str, Any]) -> str | None:
+    request_id = (event.get("requestContext") or {}).get("requestId")
+    if request_id:
+        return str(request_id)
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    return headers.get("x-amzn-trace-id")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Serve one Lambda invocation: HTTP events through Mangum, batch events through handler.batch."""
+    if not is_http_event(event):
+        from handler import batch
+
+        return batch.lambda_handler(event, context)
+    logger.set_correlation_id(_correlation_id(event))
+    return mangum(strip_stage(event), context)
