@@ -1,0 +1,36 @@
+# `sam build` runs `make build-InferenceFunction` (BuildMethod: makefile) with ARTIFACTS_DIR set.
+# Wheels are fetched for the Lambda platform (manylinux, CPython 3.12) so no Docker is needed, and every module
+# is compiled to bytecode with the runtime's Python: Lambda's code directory is read-only, so a package without
+# .pyc files recompiles every imported module on every cold start.
+#
+#   sam build                                   # x86_64
+#   LAMBDA_ARCH=arm64 sam build --parameter-overrides Architecture=arm64
+
+LAMBDA_ARCH ?= x86_64
+LAMBDA_PYTHON_VERSION ?= 3.12
+# The first python3.12 that runs: on PATH, else one installed by pyenv.
+LAMBDA_PYTHON ?= $(firstword $(shell python$(LAMBDA_PYTHON_VERSION) -c 'import sys; print(sys.executable)' 2>/dev/null) \
+	$(wildcard $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON_VERSION).*/bin/python$(LAMBDA_PYTHON_VERSION)))
+MACHINE_x86_64 := x86_64
+MACHINE_arm64 := aarch64
+MACHINE := $(MACHINE_$(LAMBDA_ARCH))
+SOURCES := handler adapters proto models
+
+.PHONY: build-InferenceFunction check-python
+
+check-python:
+	@test -n "$(LAMBDA_PYTHON)" || { echo "python$(LAMBDA_PYTHON_VERSION) is needed on PATH to build for the Lambda runtime" >&2; exit 1; }
+	@test -n "$(MACHINE)" || { echo "LAMBDA_ARCH must be x86_64 or arm64" >&2; exit 1; }
+
+build-InferenceFunction: check-python
+	$(LAMBDA_PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile --target "$(ARTIFACTS_DIR)" \
+		--implementation cp --python-version $(LAMBDA_PYTHON_VERSION) --only-binary=:all: \
+		--platform manylinux_2_28_$(MACHINE) --platform manylinux2014_$(MACHINE) \
+		-r requirements-lambda.txt
+	# Provided by the runtime, or never imported at inference time: keep the package well under 250 MB.
+	cd "$(ARTIFACTS_DIR)" && rm -rf bin botocore botocore-*.dist-info \
+		onnxruntime/transformers onnxruntime/quantization onnxruntime/tools
+	find "$(ARTIFACTS_DIR)/numpy" -name tests -type d -prune -exec rm -rf {} +
+	cp -R $(SOURCES) "$(ARTIFACTS_DIR)/"
+	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
+	$(LAMBDA_PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash "$(ARTIFACTS_DIR)" > /dev/null
