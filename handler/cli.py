@@ -38,6 +38,33 @@ def _invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from handler.batch_io import BatchJob, predict_jsonl, predict_npy
+    from handler.dataplane import build_dataplane
+    from handler.loop import run
+    from handler.settings import Settings
+
+    source = Path(args.input)
+    output = Path(args.output) if args.output else source.with_name(source.name + ".predictions.jsonl")
+    manifest_path = output.with_name(output.name.removesuffix(".jsonl") + ".manifest.json")
+    dataplane = build_dataplane(Settings.from_env(model_repository=args.model_repository))
+    job = BatchJob(args.model, args.model_version, args.chunk_size, id_prefix=f"{source.name}:")
+    with source.open("rb") as reader, output.open("wb") as writer, tqdm(unit="row", disable=args.quiet) as bar:
+        if source.suffix == ".npy":
+            summary = run(predict_npy(dataplane, job, reader, writer.write, bar.update))
+        else:
+            summary = run(predict_jsonl(dataplane, job, reader, writer.write, bar.update))
+    manifest = summary.manifest(input=str(source), output=str(output), chunk_size=args.chunk_size)
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"{summary.rows_in} rows in, {summary.rows_out} out, {summary.errors} errors -> {output} ({manifest_path})")
+    return 1 if summary.errors else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``oip``."""
     parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
@@ -61,6 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     invoke.add_argument("event", help="event JSON file, e.g. events/http-api/infer-json.json")
     invoke.add_argument("--model-repository", help="[env MODEL_REPOSITORY; default: the demo repository]")
     invoke.set_defaults(run=_invoke)
+
+    batch = commands.add_parser("batch", help="predict a .jsonl file of V2 requests, or a .npy array, into JSON Lines")
+    batch.add_argument("input", help="a .jsonl file (one V2 inference request per line) or a .npy array")
+    batch.add_argument("--model", help="model name (a .jsonl line may name its own with 'model_name')")
+    batch.add_argument("--model-version", help="model version (default: the model's default version)")
+    batch.add_argument("--output", help="output .jsonl (default: INPUT.predictions.jsonl, manifest beside it)")
+    batch.add_argument("--chunk-size", type=int, default=256, help="rows predicted together (default 256)")
+    batch.add_argument("--model-repository", help="[env MODEL_REPOSITORY; default: the demo repository]")
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
+    batch.set_defaults(run=_batch)
     return parser
 
 

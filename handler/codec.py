@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from adapters.datatypes import element_size
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor, TensorSpec
 from handler.schemas import InferenceRequest, RequestInput
@@ -105,8 +106,16 @@ def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes:
                 f"Inference-Header-Content-Length {json_length} is larger than the body ({len(body)} bytes)"
             )
         header, binary = view[:json_length], view[json_length:]
+    return decode_infer_document(load_json_object(header), binary, max_tensor_bytes)
+
+
+def decode_infer_document(
+    document: dict[str, Any], binary: memoryview | None = None, max_tensor_bytes: int = 1 << 26
+) -> InferCall:
+    """Decode an already-parsed ``$inference_request`` (plus binary tensor bytes, if any)."""
+    binary = binary if binary is not None else memoryview(b"")
     try:
-        request = InferenceRequest.model_validate(load_json_object(header))
+        request = InferenceRequest.model_validate(document)
     except ValidationError as exc:
         raise InvalidInput(describe_validation_error(exc)) from None
     if not request.inputs:
@@ -138,8 +147,6 @@ def decode_raw_request(body: bytes, spec: TensorSpec, max_tensor_bytes: int) -> 
         shape = tuple(1 if dim < 0 else dim for dim in spec.shape)
         data = decode_binary_data(spec.name, "BYTES", shape, memoryview(len(body).to_bytes(4, "little") + body))
     else:
-        from adapters.datatypes import element_size
-
         itemsize = element_size(spec.datatype)
         variable = [i for i, dim in enumerate(spec.shape) if dim < 0]
         if len(variable) > 1:
@@ -196,8 +203,3 @@ def encode_infer_response(result: InferResult, call: InferCall) -> tuple[bytes, 
     if not chunks:
         return header, None
     return b"".join([header, *chunks]), len(header)
-
-
-def tensor_count(tensor: Tensor) -> int:
-    """Elements in a tensor according to its shape."""
-    return element_count(tensor.shape)

@@ -10,7 +10,6 @@ serve both; Mangum would fail on them with "unable to infer a handler".
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 from typing import Any
@@ -18,9 +17,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from mangum import Mangum
 
+from handler import container
+from handler.app import create_app
+from handler.loop import run
 from handler.request_log import RequestLogSampler, firehose_sink
-from handler.server import build_app
-from handler.settings import Settings
 from handler.telemetry import PowertoolsTelemetry
 from handler.warmup import warm_up
 
@@ -35,25 +35,14 @@ def _sampler() -> RequestLogSampler | None:
     return RequestLogSampler(percentage, firehose_sink(stream))
 
 
-settings = Settings.from_env()
 sampler = _sampler()
 telemetry = PowertoolsTelemetry(sampler, tracing=os.environ.get("OIP_TRACING", "0") == "1")
-app = build_app(settings, telemetry)
+app = create_app(container.dataplane(), container.settings(), telemetry)
 mangum = Mangum(app, lifespan="off")
 
 
-def _event_loop() -> asyncio.AbstractEventLoop:
-    """The loop Mangum will use (``asyncio.get_event_loop``); ``asyncio.run`` would leave none behind."""
-    try:
-        return asyncio.get_event_loop()
-    except RuntimeError:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        return loop
-
-
 def _warm() -> None:
-    _event_loop().run_until_complete(warm_up(app.state.dataplane))
+    run(warm_up(app.state.dataplane))
 
 
 def _after_restore() -> None:

@@ -9,6 +9,7 @@ alb. ``generate(shape, method, path, body, headers)`` is also used by the tests 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import subprocess
@@ -60,11 +61,7 @@ def routes() -> dict[str, tuple[str, str, bytes | None, dict[str, str]]]:
 def sam_event(shape: str, method: str, path: str) -> dict[str, Any]:
     """The event ``sam local generate-event`` prints for this shape, method and path."""
     service, kind = SAM_EVENTS[shape]
-    command = ["sam", "local", "generate-event", service, kind, "--method", method, "--path", path.lstrip("/")]
-    output = subprocess.run(
-        command, check=True, capture_output=True, text=True, env={**os.environ, "SAM_CLI_TELEMETRY": "0"}
-    ).stdout
-    return json.loads(output)
+    return _sam(service, kind, "--method", method, "--path", path.lstrip("/"))
 
 
 def fill(
@@ -103,12 +100,62 @@ def generate(
     return fill(sam_event(shape, method, path), shape, method, path, body, headers or {})
 
 
+def _sam(*arguments: str) -> dict[str, Any]:
+    output = subprocess.run(
+        ["sam", "local", "generate-event", *arguments],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SAM_CLI_TELEMETRY": "0"},
+    ).stdout
+    return json.loads(output)
+
+
+def sqs_event(
+    messages: list[tuple[str, str]], queue_arn: str = "arn:aws:sqs:us-east-1:123456789012:oip-requests"
+) -> dict[str, Any]:
+    """An SQS batch from ``sam local generate-event sqs receive-message``, one record per (message id, body)."""
+    template = _sam("sqs", "receive-message")["Records"][0]
+    records = []
+    for message_id, body in messages:
+        record = {**template, "messageId": message_id, "body": body, "eventSourceARN": queue_arn}
+        record["md5OfBody"] = hashlib.md5(body.encode()).hexdigest()
+        record["receiptHandle"] = f"handle-{message_id}"
+        records.append(record)
+    return {"Records": records}
+
+
+def s3_put_event(bucket: str, key: str) -> dict[str, Any]:
+    """An ObjectCreated:Put notification from ``sam local generate-event s3 put``."""
+    return _sam("s3", "put", "--bucket", bucket, "--key", key)
+
+
+def iris_request(values: list[float], request_id: str | None = None, model: str = "iris") -> str:
+    """A batch message body: a V2 request for one iris row plus ``model_name``."""
+    document: dict[str, Any] = {
+        "model_name": model,
+        "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": values}],
+    }
+    if request_id is not None:
+        document["id"] = request_id
+    return json.dumps(document)
+
+
 def main(output: Path) -> None:
     for shape in SAM_EVENTS:
         (output / shape).mkdir(parents=True, exist_ok=True)
         for name, (method, path, body, headers) in routes().items():
             event = generate(shape, method, path, body, headers)
             (output / shape / f"{name}.json").write_text(json.dumps(event, indent=2) + "\n")
+    (output / "batch").mkdir(parents=True, exist_ok=True)
+    rows = IRIS_ROWS.tolist()
+    messages = [("11111111-0000-4000-8000-000000000001", iris_request(rows[0], "req-1")),
+                ("11111111-0000-4000-8000-000000000002", iris_request(rows[1]))]  # fmt: skip
+    (output / "batch" / "sqs.json").write_text(json.dumps(sqs_event(messages), indent=2) + "\n")
+    s3_event = s3_put_event("oip-batch-bucket", "input/iris/rows.jsonl")
+    (output / "batch" / "s3-put.json").write_text(json.dumps(s3_event, indent=2) + "\n")
+    items = {"Items": [{"Key": "input/iris/rows.jsonl"}], "BatchInput": {"bucket": "oip-batch-bucket"}}
+    (output / "batch" / "stepfunctions-items.json").write_text(json.dumps(items, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from handler.lambda_context import LocalLambdaContext
 from scripts import lambda_events
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-EVENT_FILES = sorted(EVENTS.glob("*/*.json"))
+EVENT_FILES = sorted(p for shape in lambda_events.SAM_EVENTS for p in (EVENTS / shape).glob("*.json"))
 
 
 def load_event(relative: str) -> dict[str, Any]:
