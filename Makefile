@@ -1,5 +1,5 @@
-# `sam build` runs `make build-InferenceFunction` (BuildMethod: makefile) with ARTIFACTS_DIR set.
-# Wheels are fetched for the Lambda platform (manylinux, CPython 3.12) so no Docker is needed, and every module
+# `sam build` runs these targets (BuildMethod: makefile) with ARTIFACTS_DIR set.
+# Wheels are fetched for the Lambda platform (manylinux, CPython 3.12), so no Docker is needed, and every module
 # is compiled to bytecode with the runtime's Python: Lambda's code directory is read-only, so a package without
 # .pyc files recompiles every imported module on every cold start.
 #
@@ -15,22 +15,28 @@ MACHINE_x86_64 := x86_64
 MACHINE_arm64 := aarch64
 MACHINE := $(MACHINE_$(LAMBDA_ARCH))
 SOURCES := handler adapters proto models
+COMPILE = $(LAMBDA_PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash
 
-.PHONY: build-InferenceFunction check-python
+.PHONY: build-DependenciesLayer build-InferenceFunction build-BatchFunction check-python
 
 check-python:
 	@test -n "$(LAMBDA_PYTHON)" || { echo "python$(LAMBDA_PYTHON_VERSION) is needed on PATH to build for the Lambda runtime" >&2; exit 1; }
 	@test -n "$(MACHINE)" || { echo "LAMBDA_ARCH must be x86_64 or arm64" >&2; exit 1; }
 
-build-InferenceFunction: check-python
-	$(LAMBDA_PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile --target "$(ARTIFACTS_DIR)" \
+# Third-party packages, shared by both functions (mounted at /opt/python).
+build-DependenciesLayer: check-python
+	$(LAMBDA_PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile --target "$(ARTIFACTS_DIR)/python" \
 		--implementation cp --python-version $(LAMBDA_PYTHON_VERSION) --only-binary=:all: \
 		--platform manylinux_2_28_$(MACHINE) --platform manylinux2014_$(MACHINE) \
 		-r requirements-lambda.txt
 	# Provided by the runtime, or never imported at inference time: keep the package well under 250 MB.
-	cd "$(ARTIFACTS_DIR)" && rm -rf bin botocore botocore-*.dist-info \
+	cd "$(ARTIFACTS_DIR)/python" && rm -rf bin botocore botocore-*.dist-info \
 		onnxruntime/transformers onnxruntime/quantization onnxruntime/tools
-	find "$(ARTIFACTS_DIR)/numpy" -name tests -type d -prune -exec rm -rf {} +
+	find "$(ARTIFACTS_DIR)/python/numpy" -name tests -type d -prune -exec rm -rf {} +
+	$(COMPILE) "$(ARTIFACTS_DIR)/python" > /dev/null
+
+# The project's own code and the demo models.
+build-InferenceFunction build-BatchFunction: check-python
 	cp -R $(SOURCES) "$(ARTIFACTS_DIR)/"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
-	$(LAMBDA_PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash "$(ARTIFACTS_DIR)" > /dev/null
+	$(COMPILE) "$(ARTIFACTS_DIR)" > /dev/null

@@ -1,6 +1,6 @@
 """Cold start of the Lambda package, measured in fresh processes with the runtime's Python (3.12).
 
-    sam build && python -m bench.bench_cold_start [--package .aws-sam/build/InferenceFunction] [--runs 7]
+    sam build && python -m bench.bench_cold_start [--build .aws-sam/build] [--runs 7]
 
 Prints the median time of ``import handler.http`` (repository read, demo models loaded and warmed) next to the
 floor ``import numpy, onnxruntime, fastapi, mangum`` plus the demo models' session creation, and the same
@@ -36,33 +36,46 @@ def _python() -> str:
     raise SystemExit("python3.12 is needed (the Lambda runtime's version)")
 
 
-def _time(python: str, package: Path, code: str, runs: int) -> float:
-    program = f"import time; t = time.perf_counter(); {code}; print(time.perf_counter() - t)"
-    env = {**os.environ, "PYTHONPATH": str(package), "PYTHONDONTWRITEBYTECODE": "1", "OIP_ORT_INTRA_OP_THREADS": "2"}
-    samples = []
+def _sample(python: str, package: Path, layer: Path, steps: list[str]) -> list[float]:
+    """Seconds of each step, in one fresh process laid out as on Lambda (function code, then the layer)."""
+    timed = "; ".join(f"t = time.perf_counter(); {step}; out.append(time.perf_counter() - t)" for step in steps)
+    program = f"import time; out = []; {timed}; print(*out)"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{package}:{layer}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "OIP_ORT_INTRA_OP_THREADS": "2",
+    }
+    result = subprocess.run([python, "-c", program], cwd=package, env=env, capture_output=True, text=True, check=True)
+    return [float(x) for x in result.stdout.split()]
+
+
+def _medians(python: str, package: Path, layer: Path, runs: int) -> tuple[float, float, float]:
+    """Median floor, session creation and handler init; floor and handler processes alternate, so drift in
+    the machine's load affects both alike."""
+    floors, sessions, inits = [], [], []
     for _ in range(runs):
-        result = subprocess.run(
-            [python, "-c", program], cwd=package, env=env, capture_output=True, text=True, check=True
-        )
-        samples.append(float(result.stdout.strip().splitlines()[-1]))
-    return statistics.median(samples)
+        floor, session = _sample(python, package, layer, [FLOOR, SESSIONS])
+        floors.append(floor)
+        sessions.append(session)
+        inits.append(_sample(python, package, layer, [HANDLER])[0])
+    return statistics.median(floors), statistics.median(sessions), statistics.median(inits)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--package", type=Path, default=Path(".aws-sam/build/InferenceFunction"))
+    parser.add_argument("--build", type=Path, default=Path(".aws-sam/build"))
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     python = _python()
-    package = args.package.resolve()
-    floor = _time(python, package, FLOOR, args.runs)
-    sessions = _time(python, package, f"{FLOOR}; {SESSIONS}", args.runs) - floor
-    ours = _time(python, package, HANDLER, args.runs)
+    package = (args.build / "InferenceFunction").resolve()
+    layer = (args.build / "DependenciesLayer" / "python").resolve()
+    floor, sessions, ours = _medians(python, package, layer, args.runs)
     with tempfile.TemporaryDirectory() as scratch:
-        bare = Path(scratch) / "package"
+        bare, bare_layer = Path(scratch) / "package", Path(scratch) / "layer"
         shutil.copytree(package, bare, ignore=shutil.ignore_patterns("__pycache__"))
-        no_bytecode = _time(python, bare, HANDLER, args.runs)
-        floor_no_bytecode = _time(python, bare, FLOOR, args.runs)
+        shutil.copytree(layer, bare_layer, ignore=shutil.ignore_patterns("__pycache__"))
+        floor_no_bytecode, _, no_bytecode = _medians(python, bare, bare_layer, max(args.runs // 2, 3))
     target = 1.5 * floor + sessions
     print(f"floor ({FLOOR}): {floor * 1000:.0f} ms; demo sessions: {sessions * 1000:.0f} ms")
     print(f"init (import handler.http, models loaded and warmed): {ours * 1000:.0f} ms = "

@@ -6,14 +6,11 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
-from pydantic.json_schema import models_json_schema
 
 from adapters.errors import InvalidInput, Unsupported, V2Error
 from adapters.model_config import config_to_dict
 from adapters.types import InferCall, ModelMetadata
-from handler import schemas
 from handler.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,
@@ -26,13 +23,11 @@ from handler.codec import decode_infer_request, decode_raw_request, encode_infer
 from handler.config import auto_config
 from handler.dataplane import DataPlane
 from handler.errors import install_error_handlers, status_of
+from handler.openapi import install_openapi
 from handler.settings import Settings
 from handler.telemetry import InferObservation, Telemetry
 
 JSON = "application/json"
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": schemas.ErrorResponse} for status in (400, 404, 413, 415, 500, 503)
-}
 
 
 def json_response(document: Any, status: int = 200) -> Response:
@@ -63,35 +58,6 @@ def _parse_header_length(value: str | None) -> int | None:
     return length
 
 
-def _install_openapi(app: FastAPI) -> None:
-    """Document the infer body with the wire schema (the route reads raw bytes, so FastAPI cannot infer it)."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        _, defs = models_json_schema(
-            [(schemas.InferenceRequest, "validation")], ref_template="#/components/schemas/{model}"
-        )
-        document.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
-        body = {
-            "required": True,
-            "content": {
-                JSON: {"schema": {"$ref": "#/components/schemas/InferenceRequest"}},
-                "application/octet-stream": {
-                    "schema": {"type": "string", "format": "binary"},
-                },
-            },
-        }
-        for path, item in document["paths"].items():
-            if path.endswith("/infer"):
-                item["post"]["requestBody"] = body
-        app.openapi_schema = document
-        return document
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-
 def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:
     """The V2 app over a DataPlane; ``telemetry`` observes every infer call."""
     settings = settings or Settings()
@@ -103,62 +69,50 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
     )
     app.state.dataplane = dataplane
     install_error_handlers(app)
-    _install_openapi(app)
+    install_openapi(app)
 
-    @app.get("/v2", response_model=schemas.MetadataServerResponse, tags=["metadata"])
+    @app.get("/v2", tags=["metadata"])
     async def server_metadata() -> Response:
         return json_response(dataplane.server_metadata())
 
-    @app.get("/v2/health/live", response_model=schemas.LiveServerResponse, tags=["health"])
+    @app.get("/v2/health/live", tags=["health"])
     async def server_live() -> Response:
         live = dataplane.live()
         return json_response({"live": live}, 200 if live else 400)
 
-    @app.get("/v2/health/ready", response_model=schemas.ReadyServerResponse, tags=["health"])
+    @app.get("/v2/health/ready", tags=["health"])
     async def server_ready() -> Response:
         ready = await dataplane.ready()
         return json_response({"ready": ready}, 200 if ready else 400)
 
-    @app.get(
-        "/v2/models/{model_name}/ready", response_model=schemas.ReadyModelResponse, tags=["health"], responses=_ERRORS
-    )
+    @app.get("/v2/models/{model_name}/ready", tags=["health"])
     @app.get(
         "/v2/models/{model_name}/versions/{model_version}/ready",
-        response_model=schemas.ReadyModelResponse,
         tags=["health"],
-        responses=_ERRORS,
     )
     async def model_ready(model_name: str, model_version: str | None = None) -> Response:
         ready = await dataplane.model_ready(model_name, model_version)
         return json_response({"name": model_name, "ready": ready}, 200 if ready else 400)
 
-    @app.get(
-        "/v2/models/{model_name}", response_model=schemas.MetadataModelResponse, tags=["metadata"], responses=_ERRORS
-    )
+    @app.get("/v2/models/{model_name}", tags=["metadata"])
     @app.get(
         "/v2/models/{model_name}/versions/{model_version}",
-        response_model=schemas.MetadataModelResponse,
         tags=["metadata"],
-        responses=_ERRORS,
     )
     async def model_metadata(model_name: str, model_version: str | None = None) -> Response:
         return json_response(metadata_document(await dataplane.model_metadata(model_name, model_version)))
 
-    @app.get("/v2/models/{model_name}/config", tags=["metadata"], responses=_ERRORS)
-    @app.get("/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"], responses=_ERRORS)
+    @app.get("/v2/models/{model_name}/config", tags=["metadata"])
+    @app.get("/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"])
     async def model_config(model_name: str, model_version: str | None = None) -> Response:
         metadata = await dataplane.model_metadata(model_name, model_version)
         config = dataplane.model_config(model_name, model_version)
         return json_response(auto_config(config_to_dict(config) if config is not None else {}, metadata))
 
-    @app.post(
-        "/v2/models/{model_name}/infer", response_model=schemas.InferenceResponse, tags=["inference"], responses=_ERRORS
-    )
+    @app.post("/v2/models/{model_name}/infer", tags=["inference"])
     @app.post(
         "/v2/models/{model_name}/versions/{model_version}/infer",
-        response_model=schemas.InferenceResponse,
         tags=["inference"],
-        responses=_ERRORS,
     )
     async def infer(request: Request, model_name: str, model_version: str | None = None) -> Response:
         with telemetry.observe(model_name, model_version) as observation:
@@ -212,7 +166,7 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
             )
         return decode_raw_request(body, metadata.inputs[0], settings.max_tensor_bytes)
 
-    @app.post("/v2/repository/index", response_model=list[schemas.RepositoryIndexEntry], tags=["repository"])
+    @app.post("/v2/repository/index", tags=["repository"])
     async def repository_index(request: Request) -> Response:
         body = await read_body(request, settings.max_body_bytes)
         only_ready = bool(load_json_object(body).get("ready", False)) if body.strip() else False
@@ -223,8 +177,8 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
         ]
         return json_response(rows)
 
-    @app.post("/v2/repository/models/{model_name}/load", tags=["repository"], responses=_ERRORS)
-    @app.post("/v2/repository/models/{model_name}/unload", tags=["repository"], responses=_ERRORS)
+    @app.post("/v2/repository/models/{model_name}/load", tags=["repository"])
+    @app.post("/v2/repository/models/{model_name}/unload", tags=["repository"])
     async def repository_control(model_name: str) -> Response:
         raise Unsupported(
             "this server is stateless: models load from the repository at start-up (default versions) or on "

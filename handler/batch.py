@@ -203,13 +203,17 @@ def _predict_stream(key: str, job: BatchJob, body: Any, write: Any) -> BatchSumm
     raise InvalidInput(f"'{key}': batch input must be .jsonl (V2 requests, one per line) or .npy")
 
 
+def s3_objects(event: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(bucket, key)`` of an S3 notification's records, or of an EventBridge "Object Created" event."""
+    if "detail" in event:
+        detail = event["detail"]
+        return [(detail["bucket"]["name"], detail["object"]["key"])]
+    return [(r["s3"]["bucket"]["name"], unquote_plus(r["s3"]["object"]["key"])) for r in event["Records"]]
+
+
 def handle_s3_event(event: dict[str, Any], config: BatchConfig) -> dict[str, Any]:
-    """Every ObjectCreated record of an S3 notification."""
-    manifests = []
-    for record in event["Records"]:
-        bucket = record["s3"]["bucket"]["name"]
-        key = unquote_plus(record["s3"]["object"]["key"])
-        manifests.append(process_object(bucket, key, config))
+    """Every object an ObjectCreated event names."""
+    manifests = [process_object(bucket, key, config) for bucket, key in s3_objects(event)]
     return {"files": len(manifests), "manifests": manifests}
 
 
@@ -237,11 +241,14 @@ def event_kind(event: dict[str, Any]) -> str:
     source = records[0].get("eventSource") if records else None
     if source == "aws:sqs":
         return "sqs"
-    if source == "aws:s3":
+    if source == "aws:s3" or (event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created"):
         return "s3"
     if "Items" in event:
         return "items"
-    raise InvalidInput("unrecognised event: expected SQS, S3 ObjectCreated or a Step Functions item batch")
+    raise InvalidInput(
+        "unrecognised event: expected SQS, S3 ObjectCreated (notification or EventBridge) "
+        "or a Step Functions item batch"
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)

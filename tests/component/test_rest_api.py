@@ -340,3 +340,15 @@ def test_non_utf8_bytes_into_an_onnx_string_tensor_is_400(client: TestClient) ->
     )
     assert response.status_code == 400
     assert "not valid UTF-8" in response.json()["error"]
+
+
+def test_openapi_documents_responses_and_errors(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    infer = paths["/v2/models/{model_name}/versions/{model_version}/infer"]["post"]["responses"]
+    assert infer["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/InferenceResponse"}
+    assert infer["400"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}
+    assert "422" not in infer
+    assert (
+        "MetadataServerResponse"
+        in paths["/v2"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    )

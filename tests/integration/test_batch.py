@@ -180,6 +180,14 @@ def test_s3_jsonl_file_in_order_with_manifest(bucket: str, config: BatchConfig) 
     assert manifest["seconds"] > 0 and manifest["error_samples"][0]["line"] == 8
 
 
+def test_eventbridge_object_created_event(bucket: str, config: BatchConfig) -> None:
+    # What the template wires: S3 -> EventBridge "Object Created" -> the batch function.
+    _put_jsonl(bucket, "input/iris/eb.jsonl", [lambda_events.iris_request(row) for row in ROWS])
+    event = {"version": "0", "source": "aws.s3", "detail-type": "Object Created",
+             "detail": {"bucket": {"name": bucket}, "object": {"key": "input/iris/eb.jsonl", "size": 1}}}  # fmt: skip
+    assert _invoke(event)["manifests"][0]["rows_out"] == len(ROWS)
+
+
 def test_s3_rerun_writes_no_duplicates(bucket: str, config: BatchConfig) -> None:
     _put_jsonl(bucket, "input/iris/again.jsonl", [lambda_events.iris_request(row) for row in ROWS])
     event = lambda_events.s3_put_event(bucket, "input/iris/again.jsonl")

@@ -62,6 +62,17 @@ def test_template_declares_the_operational_knobs() -> None:
     assert function["Runtime"] == "python3.12"
     assert function["Handler"] == "handler.http.lambda_handler"
     assert template["Resources"]["InferenceFunction"]["Metadata"]["BuildMethod"] == "makefile"
+    batch = template["Resources"]["BatchFunction"]
+    assert batch["Properties"]["Handler"] == "handler.batch.lambda_handler"
+    sqs = batch["Properties"]["Events"]["Requests"]["Properties"]
+    assert sqs["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert {"BatchSize", "MaximumBatchingWindowInSeconds"} <= set(sqs)
+    assert "RedrivePolicy" in template["Resources"]["RequestQueue"]["Properties"]
+    state_machine = template["Resources"]["BatchStateMachine"]["Properties"]["Definition"]
+    map_state = state_machine["States"]["PredictPrefix"]
+    assert map_state["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert map_state["ItemReader"]["Resource"] == "arn:aws:states:::s3:listObjectsV2"
+    assert {"MaxConcurrency", "ToleratedFailurePercentage", "ItemBatcher"} <= set(map_state)
     columns = template["Resources"]["RequestLogTable"]["Properties"]["TableInput"]["StorageDescriptor"]["Columns"]
     assert [c["Name"] for c in columns] == [
         "model",
