@@ -9,7 +9,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from adapters.errors import InvalidInput, Unsupported, V2Error
-from adapters.model_config import config_to_dict
 from adapters.types import InferCall, ModelMetadata
 from handler.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
@@ -20,7 +19,6 @@ from handler.body import (
     read_body,
 )
 from handler.codec import decode_infer_request, decode_raw_request, encode_infer_response, load_json_object
-from handler.config import auto_config
 from handler.dataplane import DataPlane
 from handler.errors import install_error_handlers, status_of
 from handler.openapi import install_openapi
@@ -105,9 +103,7 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
     @app.get("/v2/models/{model_name}/config", tags=["metadata"])
     @app.get("/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"])
     async def model_config(model_name: str, model_version: str | None = None) -> Response:
-        metadata = await dataplane.model_metadata(model_name, model_version)
-        config = dataplane.model_config(model_name, model_version)
-        return json_response(auto_config(config_to_dict(config) if config is not None else {}, metadata))
+        return json_response(await dataplane.model_config(model_name, model_version))
 
     @app.post("/v2/models/{model_name}/infer", tags=["inference"])
     @app.post(

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from adapters.errors import ModelNotReady
+from adapters.model_config import config_to_dict
 from adapters.onnx import OnnxBackend, SessionSettings
 from adapters.repository import ModelRepository
+from adapters.router import ModelRouter
+from adapters.triton import TritonSettings
 from adapters.types import InferCall, InferResult, ModelIndexEntry, ModelMetadata
+from handler.config import auto_config
 from handler.settings import Settings
 
 #: Extensions this server implements, by Triton's names.
@@ -24,10 +27,11 @@ def _package_version() -> str:
 
 
 class DataPlane:
-    """Health, metadata and inference over a model repository."""
+    """Health, metadata and inference over local and remote models."""
 
-    def __init__(self, repository: ModelRepository, server_name: str = "oip-serverless") -> None:
-        self.repository = repository
+    def __init__(self, router: ModelRouter | ModelRepository, server_name: str = "oip-serverless") -> None:
+        self.router = router if isinstance(router, ModelRouter) else ModelRouter(router)
+        self.repository = self.router.repository
         self.server_name = server_name
         self.server_version = _package_version()
 
@@ -36,45 +40,46 @@ class DataPlane:
         return True
 
     async def ready(self) -> bool:
-        """Every model's default version can serve."""
-        for name in self.repository.names():
-            try:
-                if not await self.repository.backend(name).ready():
-                    return False
-            except ModelNotReady:
-                return False
-        return True
+        """Every local model's default version can serve, and Triton answers if models are routed to it."""
+        return await self.router.ready()
 
     def server_metadata(self) -> dict[str, object]:
         """``$metadata_server_response``."""
         return {"name": self.server_name, "version": self.server_version, "extensions": list(EXTENSIONS)}
 
+    def model_names(self) -> list[str]:
+        """Every model this server answers for by name."""
+        return self.router.names()
+
     async def model_metadata(self, name: str, version: str | None = None) -> ModelMetadata:
         """Metadata of one model version, listing every version that may be requested."""
-        metadata = await self.repository.backend(name, version).metadata()
-        return replace(metadata, name=name, versions=self.repository.entry(name).versions)
+        return await self.router.metadata(name, version)
 
     async def model_ready(self, name: str, version: str | None = None) -> bool:
         """Whether a model version can serve; ModelNotFound for unknown names/versions."""
         try:
-            backend = self.repository.backend(name, version)
+            backend = self.router.backend(name, version)
         except ModelNotReady:
             return False
         backend.load()
         return await backend.ready()
 
     async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
-        """Run one inference on the resolved version."""
-        return await self.repository.backend(name, version).infer(call)
+        """Run one inference on the resolved backend."""
+        return await self.router.backend(name, version).infer(call)
 
     async def index(self) -> list[ModelIndexEntry]:
-        """Triton's repository index."""
-        return await self.repository.index()
+        """Triton's repository index, local and remote models."""
+        return await self.router.index()
 
-    def model_config(self, name: str, version: str | None = None) -> object:
-        """The parsed config.pbtxt (None when the model has none)."""
-        self.repository.resolve_version(name, version)
-        return self.repository.entry(name).config
+    async def model_config(self, name: str, version: str | None = None) -> dict[str, object]:
+        """Triton's model configuration JSON: config.pbtxt completed from the metadata, or Triton's own."""
+        remote = await self.router.remote_config(name, version)
+        if remote is not None:
+            return remote
+        metadata = await self.model_metadata(name, version)
+        config = self.router.local_config(name, version)
+        return auto_config(config_to_dict(config) if config is not None else {}, metadata)
 
 
 def build_dataplane(settings: Settings) -> DataPlane:
@@ -92,4 +97,4 @@ def build_dataplane(settings: Settings) -> DataPlane:
     )
     if settings.eager_load:
         repository.load_defaults()
-    return DataPlane(repository, settings.server_name)
+    return DataPlane(ModelRouter(repository, TritonSettings.from_env()), settings.server_name)

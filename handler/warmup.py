@@ -23,7 +23,7 @@ def _zeros(datatype: str, shape: tuple[int, ...]) -> np.ndarray:
 async def warm_up(dataplane: DataPlane) -> list[str]:
     """Infer once per model on zero inputs (variable dims as 1); returns the models warmed."""
     warmed = []
-    for name in dataplane.repository.names():
+    for name in dataplane.repository.names():  # local models only: Triton warms its own
         try:
             metadata = await dataplane.model_metadata(name)
             inputs = tuple(

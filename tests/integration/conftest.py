@@ -52,3 +52,16 @@ def aws_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     return moto_server
+
+
+@pytest.fixture(scope="session")
+def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real tritonserver on 127.0.0.1 (HTTP and gRPC); fails the test if it cannot start."""
+    from tests.conftest import free_port
+    from tests.integration.triton_server import TritonServer, build_repository
+
+    workdir = tmp_path_factory.mktemp("triton")
+    server = TritonServer(build_repository(workdir / "models"), workdir, free_port(), free_port())
+    server.start()
+    yield server
+    server.stop()
