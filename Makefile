@@ -8,6 +8,8 @@
 
 LAMBDA_ARCH ?= x86_64
 LAMBDA_PYTHON_VERSION ?= 3.12
+# requirements-lambda-triton.txt adds the gRPC client for models forwarded to Triton.
+LAMBDA_REQUIREMENTS ?= requirements-lambda.txt
 # The first python3.12 that runs: on PATH, else one installed by pyenv.
 LAMBDA_PYTHON ?= $(firstword $(shell python$(LAMBDA_PYTHON_VERSION) -c 'import sys; print(sys.executable)' 2>/dev/null) \
 	$(wildcard $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON_VERSION).*/bin/python$(LAMBDA_PYTHON_VERSION)))
@@ -28,7 +30,7 @@ build-DependenciesLayer: check-python
 	$(LAMBDA_PYTHON) -m pip install --quiet --disable-pip-version-check --no-compile --target "$(ARTIFACTS_DIR)/python" \
 		--implementation cp --python-version $(LAMBDA_PYTHON_VERSION) --only-binary=:all: \
 		--platform manylinux_2_28_$(MACHINE) --platform manylinux2014_$(MACHINE) \
-		-r requirements-lambda.txt
+		-r $(LAMBDA_REQUIREMENTS)
 	# Provided by the runtime, or never imported at inference time: keep the package well under 250 MB.
 	cd "$(ARTIFACTS_DIR)/python" && rm -rf bin botocore botocore-*.dist-info \
 		onnxruntime/transformers onnxruntime/quantization onnxruntime/tools
