@@ -70,7 +70,7 @@ class TritonSettings:
         for item in filter(None, (part.strip() for part in text.split(","))):
             local, _, remote = item.partition("=")
             name, _, version = (remote or local).partition(":")
-            routes[local.strip()] = TritonRoute(name.strip(), version.strip())
+            routes[local.strip()] = TritonRoute(name.strip() or local.strip(), version.strip())
         return routes
 
     @classmethod
@@ -157,7 +157,7 @@ class TritonClient:
         """Triton's and the transport's errors as ours: Triton's 4xx pass through with Triton's message."""
         if isinstance(exc, V2Error):
             return exc
-        if isinstance(exc, TimeoutError | asyncio.TimeoutError):
+        if isinstance(exc, TimeoutError):
             return UpstreamTimeout(f"Triton did not answer {what} within {self.settings.request_timeout} s")
         status = _status(exc)
         message = getattr(exc, "message", None)
