@@ -89,6 +89,31 @@ def test_named_stage_prefix_is_stripped(lambda_handler) -> None:  # type: ignore
     assert json.loads(response["body"])["name"] == "iris"
 
 
+def test_function_url_event(lambda_handler) -> None:  # type: ignore[no-untyped-def]
+    """Lambda Function URLs send payload 2.0 events with the $default stage and a lambda-url domain."""
+    event = load_event("http-api/infer-json.json")
+    event["requestContext"].update(domainName="abc123.lambda-url.us-east-1.on.aws", domainPrefix="abc123")
+    event["headers"]["host"] = "abc123.lambda-url.us-east-1.on.aws"
+    response = invoke(lambda_handler, event)
+    assert response["statusCode"] == 200 and json.loads(response["body"])["id"] == "1"
+
+
+def test_snapstart_restore_reseeds_the_sampler() -> None:
+    import random
+
+    from handler import http
+    from handler.request_log import RequestLogSampler
+
+    sampler = RequestLogSampler(50, lambda _: None, random.Random(1))
+    before = sampler._rng.getstate()
+    original, http.sampler = http.sampler, sampler
+    try:
+        http._after_restore()
+    finally:
+        http.sampler = original
+    assert sampler._rng.getstate() != before
+
+
 def test_errors_keep_their_status_and_json_body(lambda_handler) -> None:  # type: ignore[no-untyped-def]
     event = load_event("rest-api/infer-json.json")
     event["body"] = '{"inputs": "nope"}'

@@ -352,3 +352,24 @@ def test_openapi_documents_responses_and_errors(client: TestClient) -> None:
         "MetadataServerResponse"
         in paths["/v2"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "status"),
+    [
+        ("/v2/models/simple/infer", b"{not json", {"Content-Type": "application/json"}, 400),
+        ("/v2/models/nope/infer", orjson.dumps({"inputs": SIMPLE_INPUTS}), {}, 404),
+        ("/v2/models/simple/infer", b" " * (1024 * 1024 + 1), {}, 413),
+        ("/v2/models/simple/infer", b"<x/>", {"Content-Type": "text/xml"}, 415),
+        ("/v2/models/corrupt/infer", orjson.dumps({"inputs": SIMPLE_INPUTS}), {}, 503),
+        ("/v2/models/simple/infer", orjson.dumps({"id": "h", "inputs": SIMPLE_INPUTS}), {}, 200),
+    ],
+)
+def test_statuses_over_real_http(live_server, path: str, body: bytes, headers: dict, status: int) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    response = httpx.post(f"http://{live_server.url}{path}", content=body, headers=headers)
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    if status != 200:
+        assert set(response.json()) == {"error"}
