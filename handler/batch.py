@@ -101,8 +101,16 @@ def _sqs_result_key(config: BatchConfig, model: str, message_id: str, errors: bo
     return bucket, f"{prefix}{folder}/{message_id}.json"
 
 
-def _send_to_queue(config: BatchConfig, message_id: str, body: bytes) -> None:
-    parameters: dict[str, Any] = {"QueueUrl": config.results_queue_url, "MessageBody": body.decode()}
+def _send_to_queue(config: BatchConfig, message_id: str, request_id: str, body: bytes) -> None:
+    attributes = {
+        "message_id": {"DataType": "String", "StringValue": message_id},
+        "request_id": {"DataType": "String", "StringValue": request_id},
+    }
+    parameters: dict[str, Any] = {
+        "QueueUrl": config.results_queue_url,
+        "MessageBody": body.decode(),
+        "MessageAttributes": attributes,
+    }
     if config.results_queue_url.endswith(".fifo"):  # FIFO queues drop a redelivered result by its dedup id
         parameters.update(MessageGroupId="oip-results", MessageDeduplicationId=message_id)
     _client("sqs").send_message(**parameters)
@@ -128,11 +136,13 @@ def handle_sqs_message(record: SQSRecord, config: BatchConfig) -> str:
     except V2Error as exc:
         _record_failure(config, message_id, exc.message)
         raise
+    request_id = call.id or message_id
     if config.results_s3_uri:
         bucket, key = _sqs_result_key(config, model, message_id)
-        _client("s3").put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+        metadata = {"message-id": message_id, "request-id": request_id}
+        _client("s3").put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json", Metadata=metadata)
     if config.results_queue_url:
-        _send_to_queue(config, message_id, body)
+        _send_to_queue(config, message_id, request_id, body)
     return "ok"
 
 

@@ -68,6 +68,8 @@ def test_good_batch(bucket: str, config: BatchConfig) -> None:
     assert keys == sorted(f"results/iris/{message_id}.json" for message_id, _ in messages)
     result = _json(bucket, f"results/iris/{messages[3][0]}.json")
     assert result["id"] == "req-3" and result["model_version"] == "1"
+    head = boto3.client("s3").head_object(Bucket=bucket, Key=f"results/iris/{messages[3][0]}.json")
+    assert head["Metadata"] == {"message-id": messages[3][0], "request-id": "req-3"}
 
 
 def test_one_poisoned_message_fails_alone(bucket: str, config: BatchConfig) -> None:
@@ -98,11 +100,14 @@ def test_redelivery_writes_no_duplicates(bucket: str, config: BatchConfig, monke
     assert {key: _json(bucket, key) for key in _keys(bucket, "results/")} == before
     sqs = boto3.client("sqs")
     received = []
-    while batch_ := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get("Messages", []):
+    while batch_ := sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, MessageAttributeNames=["All"]).get(
+        "Messages", []
+    ):
         received += batch_
         for message in batch_:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
     assert sorted(json.loads(m["Body"])["id"] for m in received) == sorted(message_id for message_id, _ in messages)
+    assert all(m["MessageAttributes"]["message_id"]["StringValue"] == json.loads(m["Body"])["id"] for m in received)
 
 
 def test_unknown_model_fails_every_item_clearly(bucket: str, config: BatchConfig) -> None:
