@@ -187,7 +187,6 @@ async def _run_chunk(dataplane: DataPlane, rows: list[_Row], summary: BatchSumma
         else:
             groups.setdefault(signature, []).append(row)
     for group in groups.values():
-        cap = 0
         try:
             cap = await _batchable(dataplane, group[0].model or "", group[0].version) if len(group) > 1 else 0
         except V2Error as exc:
@@ -196,8 +195,7 @@ async def _run_chunk(dataplane: DataPlane, rows: list[_Row], summary: BatchSumma
             continue
         start = 0
         while start < len(group):
-            part = group[start : start + max(cap, 1)] if cap else group[start : start + 1]
-            part = _within_cap(part, cap)
+            part = _within_cap(group[start:], cap)
             if len(part) == 1 or not await _run_merged(dataplane, part, summary):
                 for row in part:
                     await _run_single(dataplane, row, summary)
