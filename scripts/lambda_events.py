@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,17 @@ def generate(
     return fill(sam_event(shape, method, path), shape, method, path, body, headers or {})
 
 
+def tool(name: str) -> str:
+    """A console script installed with this interpreter's packages (sam, cfn-lint), else one on PATH.
+
+    pip installs scripts beside the interpreter; with pyenv they are on PATH only after a rehash."""
+    beside = Path(sysconfig.get_path("scripts")) / name
+    return str(beside) if beside.exists() else name
+
+
 def _sam(*arguments: str) -> dict[str, Any]:
     output = subprocess.run(
-        ["sam", "local", "generate-event", *arguments],
+        [tool("sam"), "local", "generate-event", *arguments],
         check=True,
         capture_output=True,
         text=True,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -25,8 +24,7 @@ AWS_TEST_ENV = {
 def moto_server() -> Iterator[str]:
     """moto's standalone server (S3, SQS, ... over HTTP); fails the test if it cannot start."""
     port = free_port()
-    launcher = [shutil.which("moto_server")] if shutil.which("moto_server") else [sys.executable, "-m", "moto.server"]
-    command = [*launcher, "-p", str(port), "-H", "127.0.0.1"]
+    command = [sys.executable, "-m", "moto.server", "-p", str(port), "-H", "127.0.0.1"]
     url = f"http://127.0.0.1:{port}"
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
         try:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.lambda_events import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 
@@ -32,7 +34,7 @@ def _build(tmp_path: Path, arch: str) -> tuple[Path, Path]:
     build_dir = tmp_path / f"build-{arch}"
     env = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1", "LAMBDA_ARCH": arch,
            "LAMBDA_PYTHON": _python312()}  # fmt: skip
-    command = ["sam", "build", "--build-dir", str(build_dir), "--parameter-overrides", f"Architecture={arch}"]
+    command = [tool("sam"), "build", "--build-dir", str(build_dir), "--parameter-overrides", f"Architecture={arch}"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (build_dir / "BatchFunction" / "handler" / "batch.py").is_file()

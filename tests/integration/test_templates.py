@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scripts.lambda_events import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = [ROOT / "template.yaml", *sorted((ROOT / "infra").glob("*.yaml"))]
 SAM_ENV = {**os.environ, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -30,7 +32,7 @@ def load_template(path: Path) -> dict:
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
 def test_sam_validate_lint(template: Path) -> None:
     result = subprocess.run(
-        ["sam", "validate", "--lint", "-t", str(template)], capture_output=True, text=True, env=SAM_ENV, cwd=ROOT
+        [tool("sam"), "validate", "--lint", "-t", str(template)], capture_output=True, text=True, env=SAM_ENV, cwd=ROOT
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "is a valid SAM Template" in result.stdout + result.stderr
@@ -38,7 +40,7 @@ def test_sam_validate_lint(template: Path) -> None:
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
 def test_cfn_lint(template: Path) -> None:
-    result = subprocess.run(["cfn-lint", str(template)], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run([tool("cfn-lint"), str(template)], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
