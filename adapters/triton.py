@@ -1,10 +1,13 @@
 """Remote models on an NVIDIA Triton Inference Server, through tritonclient's asyncio clients.
 
-The client is imported lazily (``tritonclient.http.aio`` costs about 0.8 s of cold start here, because it
-pulls in gevent and aiohttp; ``tritonclient.grpc.aio`` about 0.5 s), so a deployment without remote models
-pays nothing. Tensors go to Triton in binary: a binary request's tensors are zero-copy views of the request
-body, handed to tritonclient without a per-element decode (tritonclient's body join is the one copy); outputs
-come back binary and are re-encoded as the caller asked.
+The client is imported lazily (``tritonclient.http.aio`` costs about 0.5 s of cold start here, because it
+pulls in gevent and aiohttp; ``tritonclient.grpc.aio`` about 0.3 s), so a deployment without remote models
+pays nothing. HTTP is the default all the same: it forwards faster (bench/bench_triton.py) and copies binary
+tensors once, where gRPC's protobuf message copies them twice.
+
+Tensors go to Triton in binary: a binary request's tensors are zero-copy views of the request body, handed to
+tritonclient without a per-element decode (tritonclient's body join is the one copy); outputs come back binary
+and are re-encoded as the caller asked.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class TritonSettings:
     """Where and how to reach Triton. From the environment by ``from_env`` (all ``OIP_TRITON_*``)."""
 
     url: str = ""
-    protocol: str = "grpc"
+    protocol: str = "http"
     routes: dict[str, TritonRoute] = field(default_factory=dict)
     proxy_all: bool = False
     connect_timeout: float = 2.0
@@ -75,10 +78,10 @@ class TritonSettings:
 
     @classmethod
     def from_env(cls) -> TritonSettings:
-        """``OIP_TRITON_URL``, ``_PROTOCOL`` (grpc|http), ``_MODELS``, ``_PROXY``, ``_CONNECT_TIMEOUT``,
+        """``OIP_TRITON_URL``, ``_PROTOCOL`` (http|grpc), ``_MODELS``, ``_PROXY``, ``_CONNECT_TIMEOUT``,
         ``_TIMEOUT``, ``_RETRIES``, ``_SSL``, ``_SSL_CA``, ``_HEADERS`` (a JSON object)."""
         env = os.environ
-        protocol = env.get("OIP_TRITON_PROTOCOL", "grpc").lower()
+        protocol = env.get("OIP_TRITON_PROTOCOL", "http").lower()
         if protocol not in ("grpc", "http"):
             raise ValueError("OIP_TRITON_PROTOCOL must be grpc or http")
         return cls(

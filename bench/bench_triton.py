@@ -4,13 +4,15 @@
     python -m bench.bench_triton [--repeat 200]
 
 - Import cost of each asyncio tritonclient in a fresh process (median of 5).
-- p50 of tritonclient.http calling Triton directly vs calling our server, which forwards with the gRPC
-  (default) or the HTTP asyncio client: a small 1x4 JSON request and a 1x3x224x224 FP32 binary request.
+- p50 of tritonclient.http calling Triton directly vs calling our server, which forwards with the HTTP
+  (default) or the gRPC asyncio client: a small 1x4 JSON request and a 1x3x224x224 FP32 binary request.
+- p50 of the forwarding call alone (``DataPlane.infer`` on a routed model, no HTTP in front), per client.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import subprocess
 import sys
@@ -20,7 +22,12 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as triton_http
 
+from adapters.repository import ModelRepository
+from adapters.router import ModelRouter
+from adapters.triton import TritonSettings
+from adapters.types import InferCall, Tensor
 from bench.common import oip_server, p50_ms
+from handler.dataplane import DataPlane
 from handler.settings import DEMO_REPOSITORY
 from tests.conftest import free_port
 from tests.integration.triton_server import TritonServer, _python_model, build_repository
@@ -78,7 +85,7 @@ def run(triton: TritonServer, repeat: int) -> None:
     for name, (model, tensor, array, binary) in cases.items():
         request = _request(model, tensor, array, binary)
         results[name]["Triton direct"] = p50_ms(lambda r=request: direct.infer(r[0], r[1], outputs=r[2]), repeat)
-    for protocol in ("grpc", "http"):
+    for protocol in ("http", "grpc"):
         url = triton.grpc_url if protocol == "grpc" else triton.http_url
         env = {"OIP_TRITON_URL": url, "OIP_TRITON_PROTOCOL": protocol, "OIP_TRITON_PROXY": "1",
                "MODEL_REPOSITORY": tempfile.mkdtemp()}  # fmt: skip
@@ -91,6 +98,17 @@ def run(triton: TritonServer, repeat: int) -> None:
                     lambda r=request, client=ours: client.infer(r[0], r[1], outputs=r[2]), repeat
                 )
             ours.close()
+    loop = asyncio.new_event_loop()
+    for protocol in ("http", "grpc"):
+        url = triton.grpc_url if protocol == "grpc" else triton.http_url
+        local = ModelRepository(Path(tempfile.mkdtemp()), lambda *_: None)  # type: ignore[arg-type,return-value]
+        dataplane = DataPlane(ModelRouter(local, TritonSettings(url=url, protocol=protocol, proxy_all=True)))
+        for name, (model, tensor, array, _) in cases.items():
+            call = InferCall((Tensor(tensor, "FP32", array.shape, array),))
+            results[name][f"forward call alone ({protocol})"] = p50_ms(
+                lambda c=call, m=model, d=dataplane: loop.run_until_complete(d.infer(m, None, c)), repeat
+            )
+        loop.run_until_complete(dataplane.router.client.close())  # type: ignore[union-attr]
     for name, row in results.items():
         base = row["Triton direct"]
         cells = ", ".join(

@@ -118,8 +118,9 @@ def test_pinned_version_and_unknown_version(ours: LiveServer) -> None:
     assert "error" in response.json()
 
 
-def test_slow_model_times_out_with_504(triton: TritonServer) -> None:
-    server = _server(triton, "grpc", request_timeout=0.5)
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_slow_model_times_out_with_504(triton: TritonServer, protocol: str) -> None:
+    server = _server(triton, protocol, request_timeout=0.5)
     try:
         document = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
         response = httpx.post(f"http://{server.url}/v2/models/slow/infer", json=document, timeout=30)

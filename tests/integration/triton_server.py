@@ -3,8 +3,10 @@ wheel, serving Python-backend models that run ONNX files with onnxruntime (see .
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -121,7 +123,10 @@ class TritonServer:
             "--http-address=127.0.0.1", f"--http-port={self.http_port}", "--grpc-address=127.0.0.1",
             f"--grpc-port={self.grpc_port}", "--allow-metrics=false", "--exit-timeout-secs=2",
         ]  # fmt: skip
-        self.process = subprocess.Popen(command, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT)
+        # Its own process group: stopping kills the Python-backend stub processes too, not just tritonserver.
+        self.process = subprocess.Popen(
+            command, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
@@ -144,7 +149,9 @@ class TritonServer:
             return sock.connect_ex(("127.0.0.1", self.grpc_port)) == 0
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        """Kill tritonserver and its backend stubs (a crash, as far as clients can tell)."""
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
         self.process = None
