@@ -84,19 +84,13 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
         return json_response({"ready": ready}, 200 if ready else 400)
 
     @app.get("/v2/models/{model_name}/ready", tags=["health"])
-    @app.get(
-        "/v2/models/{model_name}/versions/{model_version}/ready",
-        tags=["health"],
-    )
+    @app.get("/v2/models/{model_name}/versions/{model_version}/ready", tags=["health"])
     async def model_ready(model_name: str, model_version: str | None = None) -> Response:
         ready = await dataplane.model_ready(model_name, model_version)
         return json_response({"name": model_name, "ready": ready}, 200 if ready else 400)
 
     @app.get("/v2/models/{model_name}", tags=["metadata"])
-    @app.get(
-        "/v2/models/{model_name}/versions/{model_version}",
-        tags=["metadata"],
-    )
+    @app.get("/v2/models/{model_name}/versions/{model_version}", tags=["metadata"])
     async def model_metadata(model_name: str, model_version: str | None = None) -> Response:
         return json_response(metadata_document(await dataplane.model_metadata(model_name, model_version)))
 
@@ -106,10 +100,7 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
         return json_response(await dataplane.model_config(model_name, model_version))
 
     @app.post("/v2/models/{model_name}/infer", tags=["inference"])
-    @app.post(
-        "/v2/models/{model_name}/versions/{model_version}/infer",
-        tags=["inference"],
-    )
+    @app.post("/v2/models/{model_name}/versions/{model_version}/infer", tags=["inference"])
     async def infer(request: Request, model_name: str, model_version: str | None = None) -> Response:
         with telemetry.observe(model_name, model_version) as observation:
             try:
