@@ -18,7 +18,25 @@ def _serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
     )
     app = build_app(settings)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+    if not args.grpc_port:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log)
+        return 0
+    import asyncio
+
+    from handler.grpc_server import build_server
+
+    async def serve_both() -> None:
+        grpc_server = build_server(app.state.dataplane, settings, f"{args.host}:{args.grpc_port}")
+        await grpc_server.start()
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log
+        )
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await grpc_server.stop(grace=2)
+
+    asyncio.run(serve_both())
     return 0
 
 
@@ -78,6 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=os.environ.get("OIP_HOST", "127.0.0.1"), help="[env OIP_HOST]")
     serve.add_argument("--port", type=int, default=int(os.environ.get("OIP_PORT", "8000")), help="[env OIP_PORT]")
     serve.add_argument("--max-body-bytes", type=int, help="[env OIP_MAX_BODY_BYTES; default 6 MiB]")
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=int(os.environ.get("OIP_GRPC_PORT", "0")),
+        help="also serve the V2 gRPC API on this port (needs oip-serverless[grpc]) [env OIP_GRPC_PORT; default off]",
+    )
     serve.add_argument("--log-level", default=os.environ.get("OIP_LOG_LEVEL", "info"))
     serve.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
     serve.set_defaults(run=_serve)

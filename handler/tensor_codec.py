@@ -35,7 +35,8 @@ def check_allocation(name: str, datatype: str, shape: Sequence[int], limit: int)
         )
 
 
-def _check_count(name: str, shape: Sequence[int], found: int) -> None:
+def check_count(name: str, shape: Sequence[int], found: int) -> None:
+    """InvalidInput unless ``found`` elements fill ``shape``."""
     expected = element_count(shape)
     if found != expected:
         raise InvalidInput(f"tensor '{name}': shape {list(shape)} needs {expected} elements but the data holds {found}")
@@ -102,7 +103,7 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
         array = _json_to_array(name, data, datatype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"tensor '{name}': 'data' is not a well-formed {datatype} array ({exc})") from None
-    _check_count(name, shape, array.size)
+    check_count(name, shape, array.size)
     return array.reshape(shape)
 
 
@@ -130,7 +131,7 @@ def decode_binary_data(name: str, datatype: str, shape: Sequence[int], buffer: m
     count = element_count(shape)
     if datatype == "BYTES":
         array = _strings_from_binary(name, buffer, count)
-        _check_count(name, shape, array.size)
+        check_count(name, shape, array.size)
         return array.reshape(shape)
     dtype = numpy_dtype(datatype)
     expected = count * dtype.itemsize

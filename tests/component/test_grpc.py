@@ -1,0 +1,106 @@
+"""The V2 gRPC API, driven by ``tritonclient.grpc`` against ``oip serve --grpc-port`` (a real process on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as triton_grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests.conftest import free_port
+from tests.samples import SAMPLES, TABLE_DATATYPES, as_bytes_array
+
+
+@pytest.fixture(scope="module")
+def grpc_url(test_repository: Path) -> Iterator[str]:
+    http_port, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(http_port), "--grpc-port", str(grpc_port),
+               "--no-access-log", "--model-repository", str(test_repository)]  # fmt: skip
+    with subprocess.Popen(command, env=os.environ.copy(), stderr=subprocess.DEVNULL) as process:
+        url = f"127.0.0.1:{grpc_port}"
+        try:
+            client = triton_grpc.InferenceServerClient(url)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if client.is_server_live():
+                        break
+                except InferenceServerException:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("oip serve --grpc-port did not start")
+                time.sleep(0.1)
+            yield url
+        finally:
+            process.terminate()
+
+
+@pytest.mark.parametrize("datatype", TABLE_DATATYPES)
+def test_every_datatype_round_trips(grpc_url: str, datatype: str) -> None:
+    _, array = SAMPLES[datatype]
+    if datatype == "BYTES":
+        array = as_bytes_array(array)
+    client = triton_grpc.InferenceServerClient(grpc_url)
+    item = triton_grpc.InferInput("INPUT0", list(array.shape), datatype)
+    item.set_data_from_numpy(array)
+    result = client.infer(f"identity_{datatype.lower()}", [item], request_id="g1")
+    got = result.as_numpy("OUTPUT0")
+    assert result.get_response().id == "g1"
+    assert got.tolist() == array.tolist()
+
+
+def test_health_and_metadata(grpc_url: str) -> None:
+    client = triton_grpc.InferenceServerClient(grpc_url)
+    assert client.is_server_live()
+    assert not client.is_server_ready()  # the test repository holds a model that fails to load
+    assert client.is_model_ready("simple") and not client.is_model_ready("corrupt")
+    metadata = client.get_model_metadata("versioned", "1", as_json=True)
+    assert metadata["versions"] == ["1", "3"] and metadata["platform"] == "onnx_onnxv1"
+    assert "binary_tensor_data" in client.get_server_metadata(as_json=True)["extensions"]
+
+
+def test_typed_contents_instead_of_raw(grpc_url: str) -> None:
+    """ "An alternative to the 'raw' representation is to use InferTensorContents" """
+    request = service_pb2.ModelInferRequest(model_name="simple", id="typed")
+    for name, values in (("INPUT0", range(16)), ("INPUT1", [2] * 16)):
+        tensor = request.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+        tensor.contents.int_contents.extend(values)
+    with grpc.insecure_channel(grpc_url) as channel:
+        response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert response.id == "typed" and response.model_version == "1"
+    out = {
+        o.name: np.frombuffer(raw, np.int32)
+        for o, raw in zip(response.outputs, response.raw_output_contents, strict=True)
+    }
+    assert out["OUTPUT0"].tolist() == [i + 2 for i in range(16)]
+
+
+@pytest.mark.parametrize(
+    ("model", "shape", "datatype", "code", "message"),
+    [
+        ("absent", [1, 16], "INT32", grpc.StatusCode.NOT_FOUND, "unknown model 'absent'"),
+        ("simple", [2, 8], "INT32", grpc.StatusCode.INVALID_ARGUMENT, "has shape [2, 8]"),
+        ("simple", [1, 16], "FP32", grpc.StatusCode.INVALID_ARGUMENT, "has datatype FP32"),
+        ("corrupt", [1], "FP32", grpc.StatusCode.UNAVAILABLE, "failed to load"),
+    ],
+)
+def test_errors_carry_grpc_status(
+    grpc_url: str, model: str, shape: list[int], datatype: str, code, message: str
+) -> None:  # type: ignore[no-untyped-def]
+    request = service_pb2.ModelInferRequest(model_name=model)
+    for name in ("INPUT0", "INPUT1"):
+        request.inputs.add(name=name, datatype=datatype, shape=shape)
+        request.raw_input_contents.append(bytes(int(np.prod(shape)) * 4))
+    with grpc.insecure_channel(grpc_url) as channel, pytest.raises(grpc.RpcError) as info:
+        service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert info.value.code() == code
+    assert message in info.value.details()
