@@ -45,10 +45,13 @@ class ModelRouter:
         route = self.route(name)
         if route is None:
             return self.repository.backend(name, version)
+        assert self.client is not None
+        if self.triton is not None and name not in self.triton.routes:
+            # Proxy mode: any name may arrive, so nothing is cached per name (the objects are cheap).
+            return TritonBackend(name, version or "", route, self.client)
         key = (name, version or "")
         backend = self._remote.get(key)
         if backend is None:
-            assert self.client is not None
             backend = self._remote[key] = TritonBackend(name, version or "", route, self.client)
         return backend
 

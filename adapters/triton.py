@@ -97,12 +97,6 @@ class TritonSettings:
             headers=json.loads(env.get("OIP_TRITON_HEADERS", "{}") or "{}"),
         )
 
-    def route(self, name: str) -> TritonRoute | None:
-        """The route of a model name, or None when it is not forwarded."""
-        if name in self.routes:
-            return self.routes[name]
-        return TritonRoute(name) if self.proxy_all else None
-
 
 def _status(exc: Exception) -> str:
     status = getattr(exc, "status", None)

@@ -28,7 +28,7 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OIP_TRITON_TIMEOUT", "3.5")
     settings = TritonSettings.from_env()
     assert settings.enabled and settings.protocol == "http" and settings.request_timeout == 3.5
-    assert settings.route("big") == TritonRoute("big_model") and settings.route("other") is None
+    assert settings.routes == {"big": TritonRoute("big_model")} and not settings.proxy_all
     assert settings.headers == {"Authorization": "Bearer t"}
     monkeypatch.setenv("OIP_TRITON_PROTOCOL", "smtp")
     with pytest.raises(ValueError, match="grpc or http"):
