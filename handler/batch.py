@@ -222,8 +222,14 @@ def s3_objects(event: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def handle_s3_event(event: dict[str, Any], config: BatchConfig) -> dict[str, Any]:
-    """Every object an ObjectCreated event names."""
-    manifests = [process_object(bucket, key, config) for bucket, key in s3_objects(event)]
+    """Every object an ObjectCreated event names, except our own outputs (which would otherwise loop back
+    when a notification covers the whole bucket)."""
+    manifests = []
+    for bucket, key in s3_objects(event):
+        if key.startswith(config.output_prefix):
+            logger.warning("an output object is not predicted again", extra={"key": key})
+            continue
+        manifests.append(process_object(bucket, key, config))
     return {"files": len(manifests), "manifests": manifests}
 
 

@@ -193,6 +193,14 @@ def test_eventbridge_object_created_event(bucket: str, config: BatchConfig) -> N
     assert _invoke(event)["manifests"][0]["rows_out"] == len(ROWS)
 
 
+def test_outputs_do_not_trigger_predictions(bucket: str, config: BatchConfig) -> None:
+    _put_jsonl(bucket, "output/iris/x.jsonl.predictions.jsonl", ['{"id": "1"}'])
+    assert _invoke(lambda_events.s3_put_event(bucket, "output/iris/x.jsonl.predictions.jsonl")) == {
+        "files": 0,
+        "manifests": [],
+    }
+
+
 def test_s3_rerun_writes_no_duplicates(bucket: str, config: BatchConfig) -> None:
     _put_jsonl(bucket, "input/iris/again.jsonl", [lambda_events.iris_request(row) for row in ROWS])
     event = lambda_events.s3_put_event(bucket, "input/iris/again.jsonl")
