@@ -18,7 +18,13 @@ from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.dataplane import DataPlane
 from handler.errors import GRPC_STATUS
 from handler.settings import Settings
-from handler.tensor_codec import check_allocation, check_count, decode_binary_data, encode_binary_data
+from handler.tensor_codec import (
+    check_allocation,
+    check_count,
+    decode_binary_data,
+    decode_json_data,
+    encode_binary_data,
+)
 
 #: V2 datatype -> the ``InferTensorContents`` field that carries it ("FP16 ... must be represented as raw").
 CONTENTS_FIELD: dict[str, str] = {
@@ -47,21 +53,14 @@ def _contents(name: str, datatype: str, shape: tuple[int, ...], contents: Any) -
     field = CONTENTS_FIELD.get(datatype)
     if field is None:
         raise InvalidInput(f"input '{name}': {datatype} must be sent in raw_input_contents")
-    values = getattr(contents, field)
+    values = list(getattr(contents, field))
+    if datatype != "BYTES":
+        # Typed contents are a flat list of numbers or booleans: the JSON codec's conversion and checks apply.
+        return decode_json_data(name, datatype, shape, values)
     check_count(name, shape, len(values))
-    if datatype == "BYTES":
-        array = np.empty(len(values), dtype=object)
-        array[:] = list(values)
-        return array.reshape(shape)
-    dtype = numpy_dtype(datatype)
-    values_array = np.asarray(values)
-    if (
-        dtype.kind in "iu"
-        and values_array.size
-        and (values_array.min() < np.iinfo(dtype).min or values_array.max() > np.iinfo(dtype).max)
-    ):
-        raise InvalidInput(f"tensor '{name}': a value is out of range for {datatype}")
-    return values_array.astype(dtype).reshape(shape)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array.reshape(shape)
 
 
 def decode_infer_request(request: Any, max_tensor_bytes: int) -> InferCall:
