@@ -104,3 +104,12 @@ def test_errors_carry_grpc_status(
         service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
     assert info.value.code() == code
     assert message in info.value.details()
+
+
+def test_typed_contents_out_of_range_is_invalid(grpc_url: str) -> None:
+    request = service_pb2.ModelInferRequest(model_name="identity_int8")
+    request.inputs.add(name="INPUT0", datatype="INT8", shape=[1, 2]).contents.int_contents.extend([1, 300])
+    with grpc.insecure_channel(grpc_url) as channel, pytest.raises(grpc.RpcError) as info:
+        service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "out of range for INT8" in info.value.details()
