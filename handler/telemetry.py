@@ -66,9 +66,10 @@ class PowertoolsTelemetry(Telemetry):
 
     def __init__(self, sampler: RequestLogSampler | None = None, namespace: str = "OIP", tracing: bool = False) -> None:
         super().__init__(sampler)
-        from aws_lambda_powertools.metrics import MetricUnit
+        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
         self._unit = MetricUnit
+        self._metrics = EphemeralMetrics
         self._namespace = namespace
         self._tracer: Any = None
         if tracing:
@@ -82,9 +83,7 @@ class PowertoolsTelemetry(Telemetry):
         return self._tracer.provider.in_subsegment(f"## {name}")
 
     def record(self, observation: InferObservation) -> None:
-        from aws_lambda_powertools.metrics import EphemeralMetrics
-
-        metrics = EphemeralMetrics(namespace=self._namespace)
+        metrics = self._metrics(namespace=self._namespace)
         metrics.add_dimension("model", observation.model)
         metrics.add_dimension("model_version", observation.version or "default")
         metrics.add_metric("InferenceRequests", self._unit.Count, 1)
