@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import os
 import pstats
 import tempfile
 import time
@@ -100,7 +101,7 @@ def main() -> None:
             profile.enable()
             asyncio.run(cpu_per_request(ours, args.requests))
             profile.disable()
-            pstats.Stats(profile).sort_stats("tottime").print_stats(30)
+            pstats.Stats(profile).sort_stats(os.environ.get("OIP_PROFILE_SORT", "tottime")).print_stats(int(os.environ.get("OIP_PROFILE_TOP", "30")))
             return
         ours_us = floor_us = 0.0
         for _ in range(3):  # alternate, so that a noisy neighbour slows both

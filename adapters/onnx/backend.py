@@ -75,6 +75,16 @@ class SessionSettings:
         )
 
 
+def running_estimate(estimate_ms: float, elapsed_ms: float, inline_ms: float) -> float:
+    """The next estimate of a model's run time: an exponential average in which one run counts at most twice
+    the estimate plus the inline threshold, so a run stalled by a busy machine (the thread descheduled mid-run)
+    does not send a fast model to a worker thread for the next several requests, while a model that really got
+    slower moves there after a few runs."""
+    if estimate_ms == float("inf"):
+        return elapsed_ms
+    return 0.8 * estimate_ms + 0.2 * min(elapsed_ms, 2 * estimate_ms + inline_ms)
+
+
 def _dims(shape: list[Any]) -> tuple[int, ...]:
     """onnxruntime shapes use strings or None for symbolic dims: those become -1."""
     return tuple(dim if isinstance(dim, int) and dim >= 0 else -1 for dim in shape)
@@ -244,8 +254,9 @@ class OnnxBackend:
             raise InvalidInput(f"model '{self.name}' rejected the input: {exc}") from None
         except (ort_errors.Fail, ort_errors.RuntimeException, ort_errors.EPFail) as exc:
             raise InternalError(f"model '{self.name}' failed while running: {exc}") from None
-        elapsed_ms = (time.perf_counter_ns() - run_started) / 1e6
-        self._run_ms = elapsed_ms if self._run_ms == float("inf") else 0.8 * self._run_ms + 0.2 * elapsed_ms
+        self._run_ms = running_estimate(
+            self._run_ms, (time.perf_counter_ns() - run_started) / 1e6, self.settings.inline_run_ms
+        )
         return arrays
 
     def _inline(self) -> bool:

@@ -8,7 +8,6 @@ Triton and this server write the same JSON document with two differences, undone
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Final
 
 import numpy as np
@@ -17,6 +16,7 @@ import simdjson
 
 from adapters.datatypes import numpy_dtype
 from adapters.errors import UpstreamError
+from handler.codecs.ids import answer_id
 from handler.codecs.json_data import encode_json_data
 
 #: Datatypes whose JSON text Triton prints through double precision.
@@ -47,9 +47,9 @@ def rewrite_forwarded_response(body: bytes, header_length: int | None, model_nam
             array = np.asarray(output["data"], dtype=numpy_dtype(datatype))
             output["data"] = encode_json_data(output.get("name", ""), datatype, array)
     document.pop("model_name", None)
-    answer_id = document.pop("id", None)
+    given_id = document.pop("id", None)
     rewritten = {
-        "id": answer_id if answer_id is not None else str(uuid.uuid4()),
+        "id": given_id if given_id is not None else answer_id(),
         "model_name": model_name,
         "model_version": document.pop("model_version", ""),
         "outputs": outputs,

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 
 from adapters.types import InferCall, InferResult
 from handler.codecs.binary_data import BINARY_DATA_SIZE, encode_binary_data
+from handler.codecs.ids import answer_id
 from handler.codecs.json_data import encode_json_data
 
 
@@ -38,7 +38,7 @@ def encode_infer_response(result: InferResult, call: InferCall) -> tuple[bytes, 
             entry["parameters"] = parameters
         outputs.append(entry)
     document: dict[str, Any] = {
-        "id": result.id if result.id is not None else str(uuid.uuid4()),
+        "id": result.id if result.id is not None else answer_id(),
         "model_name": result.model_name,
         "model_version": result.model_version,
         "outputs": outputs,
