@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +17,11 @@ import orjson
 
 from handler.observability.request_log import RequestLogSampler
 
+#: What ``span`` gives when nothing is traced: one reusable do-nothing context.
+_NO_SPAN: AbstractContextManager[Any] = nullcontext()
 
-@dataclass
+
+@dataclass(slots=True)
 class InferObservation:
     """What one infer call did; filled in by the route as it goes."""
 
@@ -46,7 +48,7 @@ class Telemetry:
 
     def span(self, name: str) -> AbstractContextManager[Any]:
         """A trace segment around one step (decode, run, encode)."""
-        return nullcontext()
+        return _NO_SPAN
 
     def record(self, observation: InferObservation) -> None:
         """Called once per infer request, success or failure."""
@@ -54,14 +56,25 @@ class Telemetry:
             self.sampler.offer(observation.model, observation.version or "", observation.request_body,
                                observation.response_body)  # fmt: skip
 
-    @contextmanager
-    def observe(self, model: str, version: str | None) -> Iterator[InferObservation]:
+    def observe(self, model: str, version: str | None) -> AbstractContextManager[InferObservation]:
         """Observe one infer request; the caller sets ``status`` on success."""
-        observation = InferObservation(model, version)
-        try:
-            yield observation
-        finally:
-            self.record(observation)
+        return _Observing(self, InferObservation(model, version))
+
+
+class _Observing:
+    """``Telemetry.observe``'s context: records the observation however the block ends (a class, not a
+    generator-based context manager: this runs on every request)."""
+
+    __slots__ = ("observation", "telemetry")
+
+    def __init__(self, telemetry: Telemetry, observation: InferObservation) -> None:
+        self.telemetry, self.observation = telemetry, observation
+
+    def __enter__(self) -> InferObservation:
+        return self.observation
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.telemetry.record(self.observation)
 
 
 class PowertoolsTelemetry(Telemetry):
@@ -84,7 +97,7 @@ class PowertoolsTelemetry(Telemetry):
 
     def span(self, name: str) -> AbstractContextManager[Any]:
         if self._tracer is None:
-            return nullcontext()
+            return _NO_SPAN
         return self._tracer.provider.in_subsegment(f"## {name}")
 
     def record(self, observation: InferObservation) -> None:

@@ -18,19 +18,33 @@ def json_response(document: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY), status, media_type=JSON)
 
 
+class InferAnswer(Response):
+    """A Starlette ``Response`` whose raw headers are given as they go on the wire: ``Response.__init__`` builds
+    them from a dict per call; here they come in the order it would put them (ours, then content-length, then
+    content-type), without its per-call lower-casing and encoding."""
+
+    def __init__(self, content: bytes, raw_headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code = 200
+        self.background = None
+        self.body = content
+        self.raw_headers = raw_headers
+
+
+_JSON_TYPE: Final = (b"content-type", JSON.encode())
+_BINARY_TYPE: Final = (b"content-type", b"application/octet-stream")
+
+
 def infer_response(
     content: bytes, json_length: int | None, accept_encoding: str | None, observation: InferObservation
 ) -> Response:
     """An inference answer: JSON, or binary-extension with its header length; compressed as the client accepts."""
-    headers: dict[str, str] = {}
-    media_type = JSON
+    raw: list[tuple[bytes, bytes]] = []
     if json_length is not None:
-        headers["Inference-Header-Content-Length"] = str(json_length)
-        media_type = "application/octet-stream"
-    encoding = negotiate_encoding(accept_encoding)
+        raw.append((b"inference-header-content-length", b"%d" % json_length))
+    encoding = negotiate_encoding(accept_encoding) if accept_encoding else None
     if encoding is not None:
         content = compress(content, encoding)
-        headers["Content-Encoding"] = encoding
-        headers["Vary"] = "Accept-Encoding"
+        raw += [(b"content-encoding", encoding.encode()), (b"vary", b"Accept-Encoding")]
     observation.bytes_out = len(content)
-    return Response(content, 200, headers, media_type=media_type)
+    raw += [(b"content-length", b"%d" % len(content)), _BINARY_TYPE if json_length is not None else _JSON_TYPE]
+    return InferAnswer(content, raw)

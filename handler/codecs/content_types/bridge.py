@@ -43,7 +43,7 @@ def model_defaults(dataplane: DataPlane, name: str, version: str | None) -> dict
     if dataplane.router.route(name) is not None:
         return {}
     config = dataplane.router.local_config(name, version)
-    if config is None:
+    if config is None or not config.parameters:  # most models: no parameters, nothing to walk
         return {}
     return {
         key: value.string_value
