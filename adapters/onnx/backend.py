@@ -56,22 +56,27 @@ class SessionSettings:
     thread: handing a 50 µs run to a worker thread costs several hundred µs. Slower models
     run in a worker thread so the server keeps answering meanwhile. ``dynamic_batching`` off ignores
     config.pbtxt's ``dynamic_batching`` (Lambda: one request per environment, nothing to merge).
+    ``allow_spinning`` off (the default) parks onnxruntime's intra-op threads as soon as a run ends instead of
+    letting them spin for the next one: on cores shared with the event loop and the clients, spinning burnt about
+    a core between runs (bench/bench_dynamic_batching.py).
     """
 
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     inline_run_ms: float = 1.0
     dynamic_batching: bool = True
+    allow_spinning: bool = False
 
     @classmethod
     def from_env(cls) -> SessionSettings:
-        """Read ``OIP_ORT_INTRA_OP_THREADS``, ``OIP_ORT_INTER_OP_THREADS``, ``OIP_INLINE_RUN_MS`` and
-        ``OIP_DYNAMIC_BATCHING``."""
+        """Read ``OIP_ORT_INTRA_OP_THREADS``, ``OIP_ORT_INTER_OP_THREADS``, ``OIP_INLINE_RUN_MS``,
+        ``OIP_DYNAMIC_BATCHING`` and ``OIP_ORT_ALLOW_SPINNING``."""
         return cls(
             int(os.environ.get("OIP_ORT_INTRA_OP_THREADS", "0")),
             int(os.environ.get("OIP_ORT_INTER_OP_THREADS", "0")),
             float(os.environ.get("OIP_INLINE_RUN_MS", "1.0")),
             os.environ.get("OIP_DYNAMIC_BATCHING", "1") not in ("0", "false", "False"),
+            os.environ.get("OIP_ORT_ALLOW_SPINNING", "0") in ("1", "true", "True"),
         )
 
 
@@ -169,6 +174,9 @@ class OnnxBackend:
                 options.intra_op_num_threads = self.settings.intra_op_threads
                 options.inter_op_num_threads = self.settings.inter_op_threads
                 options.log_severity_level = 3
+                options.add_session_config_entry(
+                    "session.intra_op.allow_spinning", "1" if self.settings.allow_spinning else "0"
+                )
                 session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
                 self._metadata = self._read_metadata(session)
                 self._session = session

@@ -15,7 +15,7 @@ response.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,12 +83,37 @@ class _Pending:
 
 @dataclass(slots=True)
 class _Queue:
-    """The requests waiting on one event loop, and the task that dispatches them."""
+    """The requests waiting on one event loop, the task that dispatches them, and what it waits on (a future that
+    an arrival or the delay's timer resolves: no task or Event per arrival, unlike ``asyncio.wait_for``)."""
 
     loop: asyncio.AbstractEventLoop
     items: list[_Pending] = field(default_factory=list)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    waiter: asyncio.Future[None] | None = None
     task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    timed: _Pending | None = None  # the request whose delay the timer counts
+
+    def wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def ring(self) -> None:
+        self.timer = None
+        self.wake()
+
+    def arm(self, head: _Pending, wait_s: float) -> None:
+        """Time ``head``'s delay unless a timer already does; whole milliseconds, rounded up, at least one."""
+        if self.timer is not None and self.timed is head:
+            return
+        self.disarm()
+        self.timed = head
+        self.timer = self.loop.call_later(max(math.ceil(wait_s * 1000), 1) / 1000, self.ring)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.timed = None
 
 
 class Batcher:
@@ -113,7 +138,7 @@ class Batcher:
         size = next(iter(feeds.values())).shape[0]
         pending = _Pending(feeds, wanted, key, size, time.perf_counter_ns(), loop.create_future())
         queue.items.append(pending)
-        queue.wake.set()
+        queue.wake()
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._dispatch(queue))
         return await pending.future
@@ -139,28 +164,43 @@ class Batcher:
         return [], (policy.max_queue_delay_ns - waited) / 1e9
 
     async def _dispatch(self, queue: _Queue) -> None:
-        while True:
-            queue.items[:] = [item for item in queue.items if not item.future.done()]  # drop cancelled requests
-            if not queue.items:
-                return
-            batch, wait_s = self._form(queue.items, time.perf_counter_ns())
-            if not batch:
-                queue.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(queue.wake.wait(), wait_s)
-                continue
-            del queue.items[: len(batch)]
-            if self._inline():
-                outcomes = self._execute(batch)
-            else:
-                outcomes = await anyio.to_thread.run_sync(self._execute, batch)
-            for item, outcome in zip(batch, outcomes, strict=True):
-                if item.future.done():
+        """Send batches as ``_form`` finds them; in between, sleep until an arrival or the head's delay is up.
+
+        One timer per batch window, armed when its first request has to wait and re-armed only if it rang early,
+        in whole milliseconds rounded up (uvloop's, libuv's resolution). Re-arming it for the rest of the delay
+        after every arrival, as ``asyncio.wait_for`` did, rounded a sub-millisecond rest down to 0 and spun the
+        event loop until the delay was over, and cost a task per arrival. A batch may so go up to a millisecond
+        after its delay, never before.
+        """
+        try:
+            while True:
+                queue.items[:] = [item for item in queue.items if not item.future.done()]  # drop cancelled requests
+                if not queue.items:
+                    return
+                batch, wait_s = self._form(queue.items, time.perf_counter_ns())
+                if not batch:
+                    queue.arm(queue.items[0], wait_s)
+                    queue.waiter = queue.loop.create_future()
+                    try:
+                        await queue.waiter
+                    finally:
+                        queue.waiter = None
                     continue
-                if isinstance(outcome, Outcome):
-                    item.future.set_result(outcome)
+                queue.disarm()
+                del queue.items[: len(batch)]
+                if self._inline():
+                    outcomes = self._execute(batch)
                 else:
-                    item.future.set_exception(outcome)
+                    outcomes = await anyio.to_thread.run_sync(self._execute, batch)
+                for item, outcome in zip(batch, outcomes, strict=True):
+                    if item.future.done():
+                        continue
+                    if isinstance(outcome, Outcome):
+                        item.future.set_result(outcome)
+                    else:
+                        item.future.set_exception(outcome)
+        finally:
+            queue.disarm()
 
     def _execute(self, batch: list[_Pending]) -> list[Outcome | Exception]:
         if len(batch) > 1:

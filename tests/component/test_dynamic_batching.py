@@ -6,6 +6,7 @@ without ``dynamic_batching`` or on Lambda.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
@@ -361,3 +362,66 @@ def test_a_failed_merged_run_falls_back_to_one_run_per_request() -> None:
     for index in (0, 1, 3):
         assert np.array_equal(outcomes[index].arrays[0], inputs[index] * 2)
         assert outcomes[index].execution.batch_size == 1 and outcomes[index].execution.leads
+
+
+def test_a_window_closed_by_its_timer_on_uvloop_merges_its_requests_without_spinning() -> None:
+    """Under uvloop (what ``oip serve`` runs) timers have millisecond resolution: the dispatcher arms one timer per
+    batch window instead of re-arming it for the rest of the delay after every arrival (a sub-millisecond rest
+    rounded to 0 and spun the loop until the delay was over). Arrivals spread over the window still merge into
+    one run, outputs split back per request, another shape is not mixed in, and the dispatcher wakes about once
+    per arrival and per timer."""
+    uvloop = pytest.importorskip("uvloop")
+    runs: list[tuple[int, ...]] = []
+
+    def run(wanted: Sequence[str], feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        runs.append(feeds["x"].shape)
+        return [feeds["x"] * 3 + 1]
+
+    batcher = Batcher(BatchingPolicy(16, 4_000_000, (16,)), run, inline=lambda: True)
+    forms = 0
+    form = batcher._form
+
+    def counted(items: Any, now_ns: int) -> Any:
+        nonlocal forms
+        forms += 1
+        return form(items, now_ns)
+
+    batcher._form = counted  # type: ignore[method-assign]
+    rng = np.random.default_rng(8)
+    inputs = [rng.standard_normal((int(rng.integers(1, 3)), 4)).astype(np.float32) for _ in range(7)]
+    other = rng.standard_normal((1, 6)).astype(np.float32)
+
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+
+        async def one(x: np.ndarray) -> Any:
+            feeds = {"x": x}
+            return await batcher.submit(feeds, ["y"], batch_key(feeds, ["y"]))
+
+        def arrive() -> list[Any]:  # sub-millisecond spacing, which the loop's own timers cannot give
+            futures = []
+            for x in inputs:
+                futures.append(asyncio.run_coroutine_threadsafe(one(x), loop))
+                time.sleep(0.00055)  # the last ones land in the window's last millisecond
+            return [future.result() for future in futures]
+
+        found = await asyncio.to_thread(arrive)
+        return [*found, await one(other)]
+
+    outcomes = uvloop.run(main())
+    # Same-shape requests ran together (one window, or two if the machine delayed the arrivals past the delay);
+    # the other shape ran alone, after them.
+    assert sum(shape[0] for shape in runs[:-1]) == sum(len(x) for x in inputs) and len(runs) <= 3
+    assert all(shape[1] == 4 for shape in runs[:-1]) and runs[-1] == (1, 6)
+    for x, outcome in zip([*inputs, other], outcomes, strict=True):
+        assert outcome.arrays[0].view(np.uint32).tolist() == (x * 3 + 1).view(np.uint32).tolist()
+    assert forms <= 2 * (len(inputs) + 1) + 4, forms  # per arrival, per timer, per run: no spinning
+
+
+def test_onnxruntime_threads_do_not_spin_between_runs_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from adapters.onnx.backend import SessionSettings
+
+    monkeypatch.delenv("OIP_ORT_ALLOW_SPINNING", raising=False)
+    assert SessionSettings.from_env().allow_spinning is False
+    monkeypatch.setenv("OIP_ORT_ALLOW_SPINNING", "1")
+    assert SessionSettings.from_env().allow_spinning is True
