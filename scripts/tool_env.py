@@ -13,11 +13,13 @@ every clone on a machine (CI's included) reuses them and ``sam build`` never cop
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,9 @@ class Tool:
     requirements: tuple[str, ...]
     #: the interpreter version the venv is made with (None: the one running this)
     python: str | None = None
+    #: also the project's runtime dependencies with these extras (pyproject.toml), at requirements-dev.txt's
+    #: versions, so the venv can import handler/ from the work tree (``PYTHONPATH``); None: the tool alone
+    project_extras: tuple[str, ...] | None = None
 
 
 TOOLS: dict[str, Tool] = {
@@ -51,6 +56,9 @@ TOOLS: dict[str, Tool] = {
     # perf_analyzer ships in the tritonclient 2.51.0 wheel (newer ones need a newer glibc), with the CUDA runtime
     # library it links (bench/perf_analyzer.py).
     "perf_analyzer": Tool(("tritonclient==2.51.0", "nvidia-cuda-runtime-cu12")),
+    # Other ways to run ``oip serve``'s app with several workers (bench/bench_servers.py): gunicorn with uvicorn's
+    # worker class and granian, beside the app's own dependencies at the lock's versions.
+    "servers": Tool(("gunicorn==27.0.1", "uvicorn-worker==0.4.0", "granian[uvloop]==2.8.7"), project_extras=("grpc",)),
 }
 
 
@@ -68,11 +76,25 @@ def find_python(version: str) -> str:
     raise ToolError(f"python{version} is not installed (on PATH or under pyenv)")
 
 
+def project_requirements(extras: tuple[str, ...]) -> list[str]:
+    """The project's runtime dependencies and those of ``extras``, as pyproject.toml lists them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = project.get("optional-dependencies", {})
+    return [*project["dependencies"], *(requirement for extra in extras for requirement in optional[extra])]
+
+
 def venv(name: str) -> Path:
     """The venv of tool ``name``, created (or rebuilt when its requirements changed) on first use."""
     spec = TOOLS[name]
     path = TOOLS_DIR / name
-    wanted = {"requirements": list(spec.requirements), "python": spec.python or sys.version.split()[0]}
+    requirements = list(spec.requirements)
+    wanted: dict[str, object] = {"requirements": requirements, "python": spec.python or sys.version.split()[0]}
+    constraints: list[str] = []
+    if spec.project_extras is not None:  # a new lock rebuilds the venv; which clone made it does not matter
+        requirements += project_requirements(spec.project_extras)
+        lock_file = ROOT / "requirements-dev.txt"
+        constraints = ["-c", str(lock_file)]
+        wanted["lock"] = hashlib.sha256(lock_file.read_bytes()).hexdigest()
     TOOLS_DIR.mkdir(parents=True, exist_ok=True)
     with (TOOLS_DIR / f".{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one creator at a time; the others wait and then reuse it
@@ -85,7 +107,7 @@ def venv(name: str) -> Path:
             subprocess.run([python, "-m", "venv", str(path)], check=True, capture_output=True, text=True)
             subprocess.run(
                 [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                 *spec.requirements],
+                 *requirements, *constraints],
                 check=True, capture_output=True, text=True,
             )  # fmt: skip
         except subprocess.CalledProcessError as exc:
