@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import cProfile
 import json
-import os
 import pstats
 import tempfile
 import time
@@ -88,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=5000, help="requests per app (default: %(default)s)")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of ours")
+    parser.add_argument("--sort", default="tottime", help="cProfile's order with --profile (default: %(default)s)")
     args = parser.parse_args()
     from handler.protocol.settings import Settings
     from handler.server import build_app
@@ -101,7 +101,7 @@ def main() -> None:
             profile.enable()
             asyncio.run(cpu_per_request(ours, args.requests))
             profile.disable()
-            pstats.Stats(profile).sort_stats(os.environ.get("OIP_PROFILE_SORT", "tottime")).print_stats(int(os.environ.get("OIP_PROFILE_TOP", "30")))
+            pstats.Stats(profile).sort_stats(args.sort).print_stats(30)
             return
         ours_us = floor_us = 0.0
         for _ in range(3):  # alternate, so that a noisy neighbour slows both
