@@ -8,7 +8,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib.metadata import PackageNotFoundError, version
 
 from handler.cli.errors import CliError
 
@@ -37,10 +36,23 @@ def positive_int(text: str) -> int:
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # 30 ms: only for --version
+
     try:
         return version("oip-serverless")
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown"
+
+
+class _Version(argparse.Action):
+    """``--version``, with the installed version looked up only when asked for (not on every ``oip serve``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
 
 
 def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -166,7 +178,7 @@ def add_redrive(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``oip``."""
     parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (add_serve, add_invoke, add_batch, add_redrive):
         add(commands)

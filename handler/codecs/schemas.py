@@ -32,7 +32,9 @@ def _at_most_u64(dimension: int) -> int:
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Validators are built on first use: of these models only ``InferenceRequest`` validates requests (built
+    # below, in the init phase); the others document the wire format in the OpenAPI document.
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class MetadataTensor(_Wire):
@@ -149,3 +151,6 @@ class RepositoryIndexEntry(_Wire):
     version: str | None = None
     state: str | None = None
     reason: str | None = None
+
+
+InferenceRequest.model_rebuild(force=True)  # the one model every JSON infer request is validated with

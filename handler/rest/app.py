@@ -46,6 +46,8 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
         description="Open Inference Protocol (KServe/Triton V2) with Triton's binary tensor extension.",
     )
     app.state.dataplane = dataplane
+    # FastAPI's per-endpoint spans need its own routes; otherwise plain ones (rest/routes.py) start faster.
+    app.state.api_routes = opentelemetry_configured()
     install_error_handlers(app)
     install_openapi(app)
     add_statistics_routes(app, dataplane)

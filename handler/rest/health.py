@@ -7,23 +7,24 @@ from fastapi.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 
 
 def add_health_routes(app: FastAPI, dataplane: DataPlane) -> None:
     """``GET /v2/health/live``, ``/v2/health/ready`` and ``/v2/models/{m}[/versions/{v}]/ready``."""
 
-    @app.get("/v2/health/live", tags=["health"])
+    @route(app, "GET", "/v2/health/live", tags=["health"])
     async def server_live() -> Response:
         live = dataplane.live()
         return json_response({"live": live}, 200 if live else 400)
 
-    @app.get("/v2/health/ready", tags=["health"])
+    @route(app, "GET", "/v2/health/ready", tags=["health"])
     async def server_ready() -> Response:
         ready = await dataplane.ready()
         return json_response({"ready": ready}, 200 if ready else 400)
 
-    @app.get("/v2/models/{model_name}/ready", tags=["health"])
-    @app.get("/v2/models/{model_name}/versions/{model_version}/ready", tags=["health"])
+    @route(app, "GET", "/v2/models/{model_name}/ready", tags=["health"])
+    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}/ready", tags=["health"])
     async def model_ready(model_name: str, model_version: str | None = None) -> Response:
         ready = await dataplane.model_ready(model_name, model_version)
         return json_response({"name": model_name, "ready": ready}, 200 if ready else 400)

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from adapters.types import ModelMetadata
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 
 
 def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
@@ -26,16 +27,16 @@ def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
 def add_metadata_routes(app: FastAPI, dataplane: DataPlane) -> None:
     """``GET /v2``, ``/v2/models/{m}[/versions/{v}]`` and ``.../config``."""
 
-    @app.get("/v2", tags=["metadata"])
+    @route(app, "GET", "/v2", tags=["metadata"])
     async def server_metadata() -> Response:
         return json_response(dataplane.server_metadata("rest"))
 
-    @app.get("/v2/models/{model_name}", tags=["metadata"])
-    @app.get("/v2/models/{model_name}/versions/{model_version}", tags=["metadata"])
+    @route(app, "GET", "/v2/models/{model_name}", tags=["metadata"])
+    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}", tags=["metadata"])
     async def model_metadata(model_name: str, model_version: str | None = None) -> Response:
         return json_response(metadata_document(await dataplane.model_metadata(model_name, model_version)))
 
-    @app.get("/v2/models/{model_name}/config", tags=["metadata"])
-    @app.get("/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"])
+    @route(app, "GET", "/v2/models/{model_name}/config", tags=["metadata"])
+    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"])
     async def model_config(model_name: str, model_version: str | None = None) -> Response:
         return json_response(await dataplane.model_config(model_name, model_version))

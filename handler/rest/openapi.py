@@ -16,6 +16,7 @@ from pydantic.json_schema import models_json_schema
 
 from handler.codecs import schemas
 from handler.rest.inference import INFER_PATHS
+from handler.rest.routes import documented
 
 REF = "#/components/schemas/{model}"
 ERROR_STATUSES = ("400", "404", "413", "415", "500", "501", "503")
@@ -54,7 +55,9 @@ def _infer_operation(path: str) -> dict[str, Any]:
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     """The document for ``app``'s routes with the wire schemas attached."""
-    document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    document = get_openapi(
+        title=app.title, version=app.version, description=app.description, routes=documented(app.routes)
+    )
     for path in INFER_PATHS:  # plain Starlette routes (rest/inference.py): FastAPI does not see them
         document["paths"][path] = {"post": _infer_operation(path)}
     models = {

@@ -11,12 +11,13 @@ from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.rest.body import read_body
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 
 
 def add_repository_routes(app: FastAPI, dataplane: DataPlane, settings: Settings) -> None:
     """``POST /v2/repository/index`` and ``/v2/repository/models/{m}/load|unload``."""
 
-    @app.post("/v2/repository/index", tags=["repository"])
+    @route(app, "POST", "/v2/repository/index", tags=["repository"])
     async def repository_index(request: Request) -> Response:
         body = await read_body(request, settings.max_body_bytes)
         only_ready = bool(load_json_object(body).get("ready", False)) if body.strip() else False
@@ -26,8 +27,8 @@ def add_repository_routes(app: FastAPI, dataplane: DataPlane, settings: Settings
         ]
         return json_response(rows)
 
-    @app.post("/v2/repository/models/{model_name}/load", tags=["repository"])
-    @app.post("/v2/repository/models/{model_name}/unload", tags=["repository"])
+    @route(app, "POST", "/v2/repository/models/{model_name}/load", tags=["repository"])
+    @route(app, "POST", "/v2/repository/models/{model_name}/unload", tags=["repository"])
     async def repository_control(model_name: str) -> Response:
         raise Unsupported(
             "this server is stateless: models load from the repository at start-up (default versions) or on "

@@ -27,6 +27,7 @@ from handler.protocol.settings import Settings
 from handler.protocol.status import status_of
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
+from handler.rest.routes import route
 
 SAGEMAKER_TRITON_BINARY: Final = "application/vnd.sagemaker-triton.binary+json"
 JSON_HEADER_SIZE: Final = "json-header-size"
@@ -58,12 +59,12 @@ def add_sagemaker_routes(
 ) -> None:
     """``/ping`` (200 once every model is ready, 503 before) and ``/invocations``."""
 
-    @app.get("/ping", tags=["sagemaker"])
+    @route(app, "GET", "/ping", tags=["sagemaker"])
     async def ping() -> Response:
         ready = await dataplane.ready()
         return json_response({"ready": ready}, 200 if ready else 503)
 
-    @app.post("/invocations", tags=["sagemaker"])
+    @route(app, "POST", "/invocations", tags=["sagemaker"])
     async def invocations(request: Request) -> Response:
         attributes = custom_attributes(request.headers.get(CUSTOM_ATTRIBUTES))
         name, version = target_model(dataplane.model_names(), platform.default_model, attributes)

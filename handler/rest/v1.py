@@ -22,6 +22,7 @@ from handler.protocol.status import status_of
 from handler.protocol.versions import VersionCatalog
 from handler.rest.body import check_media_type, decompress, read_body
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 
 #: The seed's version states -> TF Serving's ``ModelVersionStatus.State``.
 TF_STATE: Final[dict[str, str]] = {"READY": "AVAILABLE", "CREATING": "LOADING", "FAILED": "END", "UNKNOWN": "START"}
@@ -95,16 +96,16 @@ def add_v1_routes(
 ) -> None:
     """The V1 routes, on every server and on Lambda."""
 
-    @app.get("/v1/models", tags=["v1"])
+    @route(app, "GET", "/v1/models", tags=["v1"])
     async def list_models() -> Response:
         return json_response({"models": dataplane.model_names()})
 
-    @app.get("/v1/models/{model_name}", tags=["v1"])
-    @app.get("/v1/models/{model_name}/versions/{model_version}", tags=["v1"])
+    @route(app, "GET", "/v1/models/{model_name}", tags=["v1"])
+    @route(app, "GET", "/v1/models/{model_name}/versions/{model_version}", tags=["v1"])
     async def status(model_name: str, model_version: str | None = None) -> Response:
         return await model_status(dataplane, catalog, model_name, model_version)
 
-    @app.post("/v1/models/{model_name}:predict", tags=["v1"])
-    @app.post("/v1/models/{model_name}/versions/{model_version}:predict", tags=["v1"])
+    @route(app, "POST", "/v1/models/{model_name}:predict", tags=["v1"])
+    @route(app, "POST", "/v1/models/{model_name}/versions/{model_version}:predict", tags=["v1"])
     async def v1_predict(request: Request, model_name: str, model_version: str | None = None) -> Response:
         return await predict(request, dataplane, settings, telemetry, model_name, model_version)

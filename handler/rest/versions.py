@@ -9,17 +9,18 @@ from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.protocol.versions import VersionCatalog
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 
 
 def add_version_routes(app: FastAPI, dataplane: DataPlane, settings: Settings) -> VersionCatalog:
     """Version resources (AI Platform's ``Version``) of every local model; returns the catalog."""
     catalog = VersionCatalog(dataplane.router, dataplane.usage, settings.model_repository, dataplane.server_version)
 
-    @app.get("/v2/models/{model_name}/versions", tags=["model_versions"])
+    @route(app, "GET", "/v2/models/{model_name}/versions", tags=["model_versions"])
     async def list_versions(model_name: str) -> Response:
         return json_response({"versions": await catalog.list(model_name)})
 
-    @app.get("/v2/models/{model_name}/versions/{model_version}/resource", tags=["model_versions"])
+    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}/resource", tags=["model_versions"])
     async def get_version(model_name: str, model_version: str) -> Response:
         return json_response(await catalog.get(model_name, model_version))
 

@@ -15,6 +15,7 @@ from handler.protocol.dataplane import DataPlane
 from handler.protocol.platform import Platform, target_model
 from handler.protocol.settings import Settings
 from handler.rest.responses import json_response
+from handler.rest.routes import route
 from handler.rest.v1 import predict
 
 
@@ -25,7 +26,7 @@ def add_vertex_routes(
 
     if platform.health_route:
 
-        @app.get(platform.health_route, tags=["vertex"], include_in_schema=False)
+        @route(app, "GET", platform.health_route, tags=["vertex"], include_in_schema=False)
         async def vertex_health() -> Response:
             name, version = target_model(dataplane.model_names(), platform.default_model)
             ready = await dataplane.model_ready(name, version)
@@ -33,7 +34,7 @@ def add_vertex_routes(
 
     if platform.predict_route:
 
-        @app.post(platform.predict_route, tags=["vertex"], include_in_schema=False)
+        @route(app, "POST", platform.predict_route, tags=["vertex"], include_in_schema=False)
         async def vertex_predict(request: Request) -> Response:
             name, version = target_model(dataplane.model_names(), platform.default_model)
             return await predict(request, dataplane, settings, telemetry, name, version)

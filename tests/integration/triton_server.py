@@ -113,6 +113,27 @@ class TritonServer:
         return f"127.0.0.1:{self.grpc_port}"
 
     def start(self, timeout: float = 90) -> None:
+        self.launch()
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tritonserver exited: {self.log.read_text()[-3000:]}")
+            try:
+                if (
+                    httpx.get(f"http://{self.http_url}/v2/health/ready", timeout=1).status_code == 200
+                    and self._grpc_up()
+                ):
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"tritonserver did not become ready: {self.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def launch(self) -> None:
+        """Start the process and return at once (``start`` waits until it is ready)."""
         packages = site_packages("pytriton")
         # The stub links libpython3.11: the one of this interpreter (the venv's base), not Debian's in /lib.
         libs = [str(sysconfig.get_config_var("LIBDIR")), str(packages / "nvidia_pytriton.libs")]
@@ -131,22 +152,6 @@ class TritonServer:
         self.process = subprocess.Popen(
             command, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"tritonserver exited: {self.log.read_text()[-3000:]}")
-            try:
-                if (
-                    httpx.get(f"http://{self.http_url}/v2/health/ready", timeout=1).status_code == 200
-                    and self._grpc_up()
-                ):
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"tritonserver did not become ready: {self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
 
     def _grpc_up(self) -> bool:
         with socket.socket() as sock:
