@@ -7,6 +7,7 @@ from typing import Final
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.types import ASGIApp
 
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
@@ -33,6 +34,22 @@ def opentelemetry_configured() -> bool:
     return any(name in env for name in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
+def put_in_front(app: FastAPI, inference: Inference) -> None:
+    """Put the infer fast path in front of the app's middleware stack, wherever that stack is built.
+
+    Inference requests then skip three ASGI layers (Starlette's server-error and FastAPI's telemetry and
+    body-limit middleware) that have nothing to do for them: the fast path reads the body within its own limit
+    and turns every error, unexpected ones included, into an answer itself. Everything else goes through the
+    whole stack. (FastAPIOffline builds a plain FastAPI object, so this wraps the instance's builder.)
+    """
+    build_stack = app.build_middleware_stack
+
+    def build_with_fast_path() -> ASGIApp:
+        return InferFastPath(build_stack(), inference)
+
+    app.build_middleware_stack = build_with_fast_path  # type: ignore[method-assign]
+
+
 def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:
     """The V2 app over a DataPlane; ``telemetry`` observes every infer call."""
     settings = settings or Settings()
@@ -55,7 +72,7 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
     add_health_routes(app, dataplane)
     inference = Inference(dataplane, settings, telemetry)
     add_inference_routes(app, inference)
-    app.add_middleware(InferFastPath, inference=inference)
+    put_in_front(app, inference)
     add_repository_routes(app, dataplane, settings)
     add_platform_routes(app, dataplane, settings, telemetry)
     return app
