@@ -237,7 +237,7 @@ class OnnxBackend:
                     f"model '{self.name}' produced output '{name}' of shape {list(array.shape)}, which does not "
                     f"match its config.pbtxt reshape {list(reshape.shape)}"
                 ) from None
-        return Tensor(name, datatype, tuple(int(d) for d in array.shape), array)
+        return Tensor(name, datatype, array.shape, array)  # numpy shapes are tuples of Python ints
 
     @property
     def dynamic_batching(self) -> BatchingPolicy | None:
