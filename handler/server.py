@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from handler.observability.telemetry import Telemetry
 from handler.protocol.container import build_dataplane
+from handler.protocol.memory import keep_freed_memory
 from handler.protocol.settings import GRPC_ADDRESS_ENV, Settings
 from handler.rest.app import create_app
 
@@ -30,6 +31,7 @@ def build_app(settings: Settings | None = None, telemetry: Telemetry | None = No
 
 def app_from_env() -> FastAPI:
     """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked."""
+    keep_freed_memory()  # large bodies reuse freed heap instead of faulting in fresh pages (protocol/memory.py)
     settings = Settings.from_env()
     app = build_app(settings)
     address = os.environ.get(GRPC_ADDRESS_ENV)
