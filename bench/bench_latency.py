@@ -146,6 +146,7 @@ def check(case: Case, connections: dict[str, Connection]) -> tuple[bytes, str | 
     """Every server answers 200, and oip, Triton and forward the same values; oip's answer (for the null server)."""
     answers = {}
     for server in case.servers:
+        connections[server].reconnect()  # uvicorn closes a connection idle for 5 s (while the next server starts)
         status, body, length = connections[server].send(case.raw(connections[server].port))
         if status != 200:
             raise RuntimeError(f"{server} answered {status} to {case.name}: {body[:300]!r}")
