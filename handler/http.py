@@ -21,6 +21,7 @@ from handler.observability.request_log import RequestLogSampler, firehose_sink
 from handler.observability.telemetry import PowertoolsTelemetry
 from handler.protocol import container
 from handler.protocol.loop import event_loop, run
+from handler.protocol.memory import keep_freed_memory
 from handler.protocol.warmup import warm_up
 from handler.rest.app import create_app
 
@@ -32,6 +33,8 @@ os.environ["OIP_DYNAMIC_BATCHING"] = "0"
 # For the same reason models run on the calling thread however long they take: a worker thread only helps a
 # server with other requests to answer meanwhile, and costs a thread hop per invocation.
 os.environ.setdefault("OIP_INLINE_RUN_MS", "inf")
+# Lambda runs on Firecracker, where each fresh page faults expensively: reuse freed memory (protocol/memory.py).
+keep_freed_memory()
 
 
 def _sampler() -> RequestLogSampler | None:
