@@ -39,14 +39,6 @@ import orjson
 from bench.bench_throughput import _oip_executable, _process, _triton_server, free_ports
 from handler.protocol.settings import DEMO_REPOSITORY
 
-IRIS_CONFIG = """max_batch_size: 256
-input [ { name: "input", data_type: TYPE_FP32, dims: [ 4 ] } ]
-output [
-  { name: "probabilities", data_type: TYPE_FP32, dims: [ 3 ] },
-  { name: "label", data_type: TYPE_INT64, dims: [ 1 ] }
-]
-instance_group [ { kind: KIND_CPU, count: 1 } ]
-"""
 IMAGE_CONFIG = """max_batch_size: 16
 input [ { name: "image", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] } ]
 output [ { name: "probabilities", data_type: TYPE_FP32, dims: [ 10 ] } ]
@@ -233,7 +225,7 @@ def targets(results: dict[str, dict[str, list[float]]]) -> str:
 
 def triton_repository(root: Path) -> Path:
     module = _triton_server()
-    module._python_model(root, "iris", DEMO_REPOSITORY / "iris" / "1" / "model.onnx", IRIS_CONFIG)
+    module._python_model(root, "iris", DEMO_REPOSITORY / "iris" / "1" / "model.onnx", module.IRIS_CONFIG)
     module._python_model(root, "tiny_image", DEMO_REPOSITORY / "tiny_image" / "1" / "model.onnx", IMAGE_CONFIG)
     return root
 

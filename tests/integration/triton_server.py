@@ -38,9 +38,8 @@ def _python_model(root: Path, name: str, onnx_file: Path, config: str) -> None:
     (root / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n{config}')
 
 
-def build_repository(root: Path) -> Path:
-    """iris (batched, as the demo), simple (INT32 add/sub), identity_bytes, and slow_iris (sleeps 2 s)."""
-    iris_config = """max_batch_size: 256
+#: The demo iris model's config as a Python-backend stand-in (batched, as the demo).
+IRIS_CONFIG = """max_batch_size: 256
 input [ { name: "input", data_type: TYPE_FP32, dims: [ 4 ] } ]
 output [
   { name: "probabilities", data_type: TYPE_FP32, dims: [ 3 ] },
@@ -48,10 +47,14 @@ output [
 ]
 instance_group [ { kind: KIND_CPU, count: 1 } ]
 """
+
+
+def build_repository(root: Path) -> Path:
+    """iris (batched, as the demo), simple (INT32 add/sub), identity_bytes, and slow_iris (sleeps 2 s)."""
     iris = DEMO_REPOSITORY / "iris" / "1" / "model.onnx"
-    _python_model(root, "iris", iris, iris_config)
+    _python_model(root, "iris", iris, IRIS_CONFIG)
     _python_model(
-        root, "slow_iris", iris, iris_config + 'parameters { key: "delay_seconds" value { string_value: "2" } }\n'
+        root, "slow_iris", iris, IRIS_CONFIG + 'parameters { key: "delay_seconds" value { string_value: "2" } }\n'
     )
     scratch = root.parent / f"{root.name}-onnx"
     simple = onnx_models.save(onnx_models.add_sub(), scratch, "simple")
