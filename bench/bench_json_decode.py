@@ -21,12 +21,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-import httpx
 import numpy as np
 import orjson
 import simdjson
 
-from bench.common import p50_ms
+from bench.common import p50_ms, wait_until_live
 from handler.codecs.request import decode_infer_document, decode_infer_request, load_json_object
 
 _SERVE = (
@@ -48,16 +47,7 @@ def _server(kind: str) -> Iterator[http.client.HTTPConnection]:
     port = _port()
     with subprocess.Popen([sys.executable, "-c", _SERVE, kind, str(port)]) as process:
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/v2/health/live", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"the {kind} server did not start")
-                time.sleep(0.1)
+            wait_until_live(f"http://127.0.0.1:{port}", process, f"the {kind} server")
             yield http.client.HTTPConnection("127.0.0.1", port)
         finally:
             process.terminate()

@@ -33,16 +33,21 @@ def oip_server(port: int, env: dict[str, str] | None = None) -> Iterator[str]:
     with subprocess.Popen(command, env={**os.environ, **(env or {})}) as process:
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/v2/health/live", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("server did not start")
-                time.sleep(0.1)
+            wait_until_live(url, process)
             yield url
         finally:
             process.terminate()
+
+
+def wait_until_live(url: str, process: subprocess.Popen[bytes], what: str = "server") -> None:
+    """Poll ``url``'s ``/v2/health/live`` until it answers 200; RuntimeError if ``process`` exits or 60 s pass."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/v2/health/live", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.1)
