@@ -79,15 +79,20 @@ def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) 
     return array.reshape(shape)
 
 
-def _as_text(name: str, item: bytes | str) -> str:
+def utf8_text(item: Any, error: str) -> str:
+    """A BYTES element as text: a str as it is, bytes decoded as UTF-8; InvalidInput(``error``) if they are not."""
     if isinstance(item, str):
         return item
     try:
         return bytes(item).decode()
     except UnicodeDecodeError:
-        raise InvalidInput(
-            f"output '{name}' holds bytes that are not UTF-8 text; request it with the 'binary_data' parameter"
-        ) from None
+        raise InvalidInput(error) from None
+
+
+def _as_text(name: str, item: bytes | str) -> str:
+    return utf8_text(
+        item, f"output '{name}' holds bytes that are not UTF-8 text; request it with the 'binary_data' parameter"
+    )
 
 
 def encode_json_data(name: str, datatype: str, array: np.ndarray) -> Any:

@@ -6,20 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from adapters.errors import InvalidInput
 from handler.codecs.content_types.base import InputCodec, object_array
 from handler.codecs.content_types.registry import register_input_codec, register_request_codec
 from handler.codecs.content_types.single import SingleInputRequestCodec
+from handler.codecs.json_data import utf8_text
 
 
 def as_text(item: Any) -> str:
     """A BYTES element as text: str as is, bytes decoded as UTF-8."""
-    if isinstance(item, str):
-        return item
-    try:
-        return bytes(item).decode()
-    except UnicodeDecodeError:
-        raise InvalidInput("content type 'str': an element is not valid UTF-8") from None
+    return utf8_text(item, "content type 'str': an element is not valid UTF-8")
 
 
 def is_list_of(payload: Any, kind: type | tuple[type, ...]) -> bool:

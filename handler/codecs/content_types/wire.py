@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from adapters.errors import InvalidInput
-from handler.codecs.json_data import decode_json_data
+from handler.codecs.json_data import decode_json_data, utf8_text
 
 
 def json_data(datatype: str, array: np.ndarray) -> list[Any]:
@@ -24,14 +23,9 @@ def json_data(datatype: str, array: np.ndarray) -> list[Any]:
 
 
 def _text(item: Any) -> str:
-    if isinstance(item, str):
-        return item
-    try:
-        return bytes(item).decode()
-    except UnicodeDecodeError:
-        raise InvalidInput(
-            "a BYTES element is not UTF-8 text and JSON cannot carry it: use the 'base64' content type or binary=True"
-        ) from None
+    return utf8_text(
+        item, "a BYTES element is not UTF-8 text and JSON cannot carry it: use the 'base64' content type or binary=True"
+    )
 
 
 def wire_entry(name: str, datatype: str, array: np.ndarray, parameters: Mapping[str, Any]) -> dict[str, Any]:
