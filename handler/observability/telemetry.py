@@ -7,6 +7,7 @@ log unless the request-log sampler picks them.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
@@ -108,30 +109,26 @@ class PowertoolsTelemetry(Telemetry):
 def emf_line(namespace: str, observation: InferObservation) -> str:
     """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request."""
     failed = observation.status >= 400
-    metrics: list[tuple[str, str, float]] = [
-        ("InferenceRequests", "Count", 1),
-        ("InferenceErrors", "Count", int(failed)),
-    ]
-    if failed:
-        metrics.append((f"InferenceErrors{observation.status}", "Count", 1))
-    metrics += [
-        ("InferenceLatency", "Milliseconds", observation.latency_ms),
-        ("RequestBytes", "Bytes", observation.bytes_in),
-        ("ResponseBytes", "Bytes", observation.bytes_out),
-    ]
+    directive, names = _emf_directive(namespace, observation.status if failed else None)
+    values = (1, 1, 1) if failed else (1, 0)
+    values += (observation.latency_ms, observation.bytes_in, observation.bytes_out)
     document: dict[str, Any] = {
-        "_aws": {
-            "Timestamp": time.time_ns() // 1_000_000,
-            "CloudWatchMetrics": [
-                {
-                    "Namespace": namespace,
-                    "Dimensions": [["model", "model_version"]],
-                    "Metrics": [{"Name": name, "Unit": unit} for name, unit, _ in metrics],
-                }
-            ],
-        },
+        "_aws": {"Timestamp": time.time_ns() // 1_000_000, "CloudWatchMetrics": directive},
         "model": observation.model,
         "model_version": observation.version or "default",
     }
-    document.update((name, [float(value)]) for name, _, value in metrics)
+    document.update(zip(names, ([float(value)] for value in values), strict=True))
     return orjson.dumps(document).decode() + "\n"
+
+
+@functools.lru_cache(maxsize=64)
+def _emf_directive(namespace: str, error_status: int | None) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The metric declarations of a record (the same for every request with this outcome) and the metric names,
+    in the order of the values ``emf_line`` gives."""
+    metrics = [("InferenceRequests", "Count"), ("InferenceErrors", "Count")]
+    if error_status is not None:
+        metrics.append((f"InferenceErrors{error_status}", "Count"))
+    metrics += [("InferenceLatency", "Milliseconds"), ("RequestBytes", "Bytes"), ("ResponseBytes", "Bytes")]
+    declared = [{"Name": name, "Unit": unit} for name, unit in metrics]
+    directive = [{"Namespace": namespace, "Dimensions": [["model", "model_version"]], "Metrics": declared}]
+    return directive, tuple(name for name, _ in metrics)

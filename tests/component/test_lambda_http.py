@@ -186,6 +186,40 @@ def test_logger_injects_lambda_and_apigw_request_ids(lambda_handler) -> None:  #
     assert captured["correlation_id"] == "apigw-request-43"
 
 
+def test_no_invocation_inherits_the_previous_correlation_id(lambda_handler) -> None:  # type: ignore[no-untyped-def]
+    """Each invocation's log lines carry its own ids: an event with no request id and no trace header after one
+    that had both logs no correlation id at all, and the new Lambda request id."""
+    import io
+
+    from handler import http
+
+    stream = io.StringIO()
+    previous = http.logger.registered_handler.setStream(stream)
+    original = http.mangum
+
+    def spy(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        http.logger.info("inside")
+        return original(event, context)
+
+    first = load_event("http-api/health-live.json")
+    first["requestContext"]["requestId"] = "apigw-request-44"
+    second = load_event("http-api/health-live.json")
+    second["requestContext"].pop("requestId", None)
+    second["headers"] = {k: v for k, v in (second.get("headers") or {}).items() if k.lower() != "x-amzn-trace-id"}
+    http.mangum = spy
+    try:
+        lambda_handler(first, LocalLambdaContext(aws_request_id="lambda-request-9"))
+        lambda_handler(second, LocalLambdaContext(aws_request_id="lambda-request-10"))
+    finally:
+        http.mangum = original
+        http.logger.registered_handler.setStream(previous)
+    inside = [json.loads(line) for line in stream.getvalue().splitlines() if '"inside"' in line]
+    assert [line["function_request_id"] for line in inside] == ["lambda-request-9", "lambda-request-10"]
+    assert inside[0]["correlation_id"] == "apigw-request-44"
+    assert "correlation_id" not in inside[1]
+    assert inside[1]["cold_start"] is False
+
+
 def test_invoke_cli_prints_the_lambda_response(capsys) -> None:  # type: ignore[no-untyped-def]
     from handler.cli import main
 
