@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from handler import __version__
 from handler.cli.errors import CliError
 
 REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
@@ -33,26 +34,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # 30 ms: only for --version
-
-    try:
-        return version("oip-serverless")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
-
-
-class _Version(argparse.Action):
-    """``--version``, with the installed version looked up only when asked for (not on every ``oip serve``)."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
-        print(f"{parser.prog} {_version()}")
-        parser.exit()
 
 
 def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -178,7 +159,7 @@ def add_redrive(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``oip``."""
     parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (add_serve, add_invoke, add_batch, add_redrive):
         add(commands)

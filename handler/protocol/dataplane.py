@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal
 
 from adapters.errors import ModelNotReady, V2Error
@@ -14,6 +13,7 @@ from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.passthrough import Forwarded
 from adapters.types import InferCall, InferResult, ModelIndexEntry, ModelMetadata
+from handler import __version__
 from handler.protocol.classification import class_count, classify
 from handler.protocol.model_config import auto_config
 from handler.protocol.statistics import Statistics
@@ -29,13 +29,6 @@ _BOTH: tuple[str, ...] = ("binary_tensor_data", "parameters", "model_configurati
 EXTENSIONS: dict[Transport, tuple[str, ...]] = {"rest": (*_BOTH, "model_versions"), "grpc": _BOTH}
 
 
-def _package_version() -> str:
-    try:
-        return version("oip-serverless")
-    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-        return "0.0.0"
-
-
 class DataPlane:
     """Health, metadata and inference over local and remote models."""
 
@@ -43,7 +36,7 @@ class DataPlane:
         self.router = router if isinstance(router, ModelRouter) else ModelRouter(router)
         self.repository = self.router.repository
         self.server_name = server_name
-        self.server_version = _package_version()
+        self.server_version = __version__
         #: Triton's statistics extension, counted in this process.
         self.statistics = Statistics()
         #: lastUseTime of each model version (the ``model_versions`` extension).

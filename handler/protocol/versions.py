@@ -15,6 +15,7 @@ never caused: reading a resource does not load the version.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -22,7 +23,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
@@ -73,6 +73,8 @@ def parse_default_versions(text: str) -> dict[str, str]:
 
 
 def _package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version  # 30 ms: when a resource is first read
+
     try:
         return version(name)
     except PackageNotFoundError:
@@ -138,12 +140,14 @@ class VersionCatalog:
         self.usage = usage
         self.repository_uri = repository_uri.rstrip("/")
         self.deployment = deployment if deployment is not None else Deployment.from_env()
-        runtime = [f"oip-serverless {server_version}"]
-        onnxruntime = _package_version("onnxruntime")
-        if onnxruntime:
-            runtime.append(f"onnxruntime {onnxruntime}")
-        self.runtime_version = ", ".join(runtime)
+        self.server_version = server_version
         self.python_version = ".".join(platform.python_version_tuple()[:2])
+
+    @functools.cached_property
+    def runtime_version(self) -> str:
+        """``runtimeVersion``: ours, and onnxruntime's where it is installed."""
+        onnxruntime = _package_version("onnxruntime")
+        return f"oip-serverless {self.server_version}" + (f", onnxruntime {onnxruntime}" if onnxruntime else "")
 
     @property
     def repository(self) -> ModelRepository:
