@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -367,6 +368,47 @@ def test_a_failed_merged_run_falls_back_to_one_run_per_request() -> None:
     for index in (0, 1, 3):
         assert np.array_equal(outcomes[index].arrays[0], inputs[index] * 2)
         assert outcomes[index].execution.batch_size == 1 and outcomes[index].execution.leads
+
+
+def test_a_run_is_answered_once_the_next_batch_has_started_in_its_thread() -> None:
+    """A model run in a worker thread does not idle while the event loop answers the previous run: the next batch
+    starts first (answering first kept the loop on the GIL while the worker thread waited for it, 2-4 ms a run)."""
+    events: list[str] = []
+    b_queued, a_answered = threading.Event(), threading.Event()
+
+    def run(wanted: Sequence[str], feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        first = feeds["x"][0, 0] == 0
+        assert (b_queued if first else a_answered).wait(10)  # B waits in the queue; A is answered while B runs
+        return [feeds["x"] + 1]
+
+    batcher = Batcher(BatchingPolicy(8, 0, ()), run, inline=lambda: False)
+    execute = batcher._execute
+
+    def traced(batch: Any, *rest: Any) -> Any:
+        events.append(f"{'A' if batch[0].feeds['x'][0, 0] == 0 else 'B'} starts")
+        return execute(batch, *rest)
+
+    batcher._execute = traced  # type: ignore[method-assign]
+
+    async def main() -> None:
+        async def one(name: str) -> None:
+            feeds = {"x": np.full((1, 2), 0 if name == "A" else 1, np.float32)}
+            outcome = await batcher.submit(feeds, ["y"], batch_key(feeds, ["y"]))
+            assert np.array_equal(outcome.arrays[0], feeds["x"] + 1)
+            events.append(f"{name} answered")
+            if name == "A":
+                a_answered.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "A")
+            while not events:
+                await anyio.sleep(0.001)
+            group.start_soon(one, "B")
+            await anyio.sleep(0.01)
+            b_queued.set()
+
+    anyio.run(main)
+    assert events == ["A starts", "B starts", "A answered", "B answered"]
 
 
 def test_a_window_closed_by_its_timer_on_uvloop_merges_its_requests_without_spinning() -> None:
