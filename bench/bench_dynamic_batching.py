@@ -1,10 +1,10 @@
 """Dynamic batching where it has something to amortize: a weight-heavy MLP with and without ``dynamic_batching``.
 
     python -m bench.bench_dynamic_batching [--seconds 3] [--rounds 3] [--concurrency 8] [--delay-us 2000]
-                                           [--layers 3]
+                                           [--width 2048] [--layers 3] [--sweep]
 
-One ``oip serve --workers 1`` serves two copies of the same model (FP32 [-1, 1024] through ``--layers`` 1024x1024
-MatMul + Relu layers, seeded weights, built with onnx.helper): ``mlp_plain`` without ``dynamic_batching`` and
+One ``oip serve --workers 1`` serves two copies of the same model (FP32 [-1, W] through ``--layers`` WxW MatMul +
+Relu layers, W the ``--width``, seeded weights, built with onnx.helper): ``mlp_plain`` without ``dynamic_batching`` and
 ``mlp_batched`` with ``dynamic_batching { max_queue_delay_microseconds: --delay-us preferred_batch_size: [ C ] }``
 (C the concurrency). One worker, so that one batcher sees all C requests (as one Triton model instance would; with
 two workers each sees about C/2 and never reaches the preferred size); both models get the same server, the same
@@ -12,7 +12,11 @@ onnxruntime settings and the same client.
 
 1. What merging can amortize: in-process ``session.run`` of batch 1 and batch C (the server's onnxruntime
    settings, interleaved, medians), so "one batch-C run costs little more than one batch-1 run" is measured, not
-   assumed.
+   assumed. The default, 2048 wide and 3 layers (48 MB of weights), is past the 32 MB L3 of the machine it was
+   chosen on, so a batch-1 run (about 3 ms) is bound by memory and a batch-8 run costs about 1.5x it; 1024 wide
+   (12 MB, in L3) 1.6-2.1x. No size went below about 1.4x: onnxruntime's AVX2 kernel multiplies at most 6 rows
+   per pass over the weights, so 8 rows take two. ``--sweep`` prints these costs for widths 1024, 2048 and 4096
+   and 2 to 6 layers (up to 200 MB) and exits.
 2. Throughput: perf_analyzer (``bench/perf_analyzer.py``: binary zeros, batch 1) at concurrency C on each model,
    alternating which goes first, ``--rounds`` times; the ratio of each round, side by side. Beside it the CPU
    time each inference cost the server and perf_analyzer (the two cores are shared with both, so when they are
@@ -48,7 +52,6 @@ from onnx import TensorProto, helper, numpy_helper
 from bench.common import oip_server
 from bench.perf_analyzer import PerfAnalyzer, UnstableError, measure, perf_analyzer
 
-WIDTH = 1024
 #: "A few ms" of the lone request's budget: HTTP, the event loop and the delay timer's millisecond resolution.
 SLACK_MS = 3.0
 
@@ -60,12 +63,12 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def mlp(layers: int) -> onnx.ModelProto:
-    """FP32 [-1, 1024] -> ``layers`` x (MatMul 1024x1024 + Relu) -> ``y`` [-1, 1024]."""
+def mlp(width: int, layers: int) -> onnx.ModelProto:
+    """FP32 ``x`` [-1, width] -> ``layers`` x (MatMul width x width + Relu) -> ``y`` [-1, width]."""
     rng = np.random.default_rng(0)
     nodes, weights, previous = [], [], "x"
     for layer in range(layers):
-        weight = (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
+        weight = rng.standard_normal((width, width), np.float32) / np.float32(np.sqrt(width))
         weights.append(numpy_helper.from_array(weight, f"w{layer}"))
         output = "y" if layer == layers - 1 else f"r{layer}"
         nodes += [
@@ -76,19 +79,18 @@ def mlp(layers: int) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "mlp",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", WIDTH])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", WIDTH])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", width])],
         weights,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def build_repository(root: Path, layers: int, delay_us: int, preferred: int) -> Path:
+def build_repository(root: Path, model: onnx.ModelProto, width: int, delay_us: int, preferred: int) -> Path:
     """``mlp_plain`` and ``mlp_batched``: the same ONNX file, the second with ``dynamic_batching``."""
-    model = mlp(layers)
     base = f"""max_batch_size: 32
-input [ {{ name: "x" data_type: TYPE_FP32 dims: [ {WIDTH} ] }} ]
-output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {WIDTH} ] }} ]
+input [ {{ name: "x" data_type: TYPE_FP32 dims: [ {width} ] }} ]
+output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {width} ] }} ]
 """
     batching = (
         f"dynamic_batching {{ max_queue_delay_microseconds: {delay_us} preferred_batch_size: [ {preferred} ] }}\n"
@@ -101,7 +103,7 @@ output [ {{ name: "y" data_type: TYPE_FP32 dims: [ {WIDTH} ] }} ]
     return root
 
 
-def run_costs(model: onnx.ModelProto, batches: tuple[int, ...], repeat: int = 40) -> dict[int, float]:
+def run_costs(model: onnx.ModelProto, width: int, batches: tuple[int, ...], repeat: int = 40) -> dict[int, float]:
     """Median in-process ``session.run`` time (ms) of each batch size, interleaved so that a neighbour's load
     hits them alike; the server's onnxruntime settings (``OIP_ORT_INTRA_OP_THREADS``, ``OIP_ORT_ALLOW_SPINNING``)."""
     options = ort.SessionOptions()
@@ -109,7 +111,7 @@ def run_costs(model: onnx.ModelProto, batches: tuple[int, ...], repeat: int = 40
     spinning = os.environ.get("OIP_ORT_ALLOW_SPINNING", "0") in ("1", "true", "True")
     options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    feeds = {batch: {"x": np.zeros((batch, WIDTH), np.float32)} for batch in batches}
+    feeds = {batch: {"x": np.zeros((batch, width), np.float32)} for batch in batches}
     samples: dict[int, list[float]] = {batch: [] for batch in batches}
     for index in range(repeat + 5):
         for batch in batches:
@@ -181,11 +183,11 @@ def point(tool: PerfAnalyzer, url: str, port: int, model: str, concurrency: int,
     }
 
 
-async def mixed_burst(url: str, concurrency: int) -> tuple[list[int], int, int]:
+async def mixed_burst(url: str, width: int, concurrency: int) -> tuple[list[int], int, int]:
     """``concurrency`` requests at once to ``mlp_batched``, one of them with a bad shape: the status codes, and
     the inferences and executions they made."""
-    good = {"inputs": [{"name": "x", "shape": [1, WIDTH], "datatype": "FP32", "data": [0.5] * WIDTH}]}
-    bad = {"inputs": [{"name": "x", "shape": [1, WIDTH - 1], "datatype": "FP32", "data": [0.5] * (WIDTH - 1)}]}
+    good = {"inputs": [{"name": "x", "shape": [1, width], "datatype": "FP32", "data": [0.5] * width}]}
+    bad = {"inputs": [{"name": "x", "shape": [1, width - 1], "datatype": "FP32", "data": [0.5] * (width - 1)}]}
     before = model_stats(url, "mlp_batched")
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         bodies = [bad if index == concurrency // 2 else good for index in range(concurrency)]
@@ -207,22 +209,32 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--delay-us", type=int, default=2000)
+    parser.add_argument("--width", type=int, default=2048)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--sweep", action="store_true", help="only the in-process run costs of several sizes")
     args = parser.parse_args()
-    tool = perf_analyzer()
     conc = args.concurrency
     load_before = os.getloadavg()
-    model = mlp(args.layers)
-    costs = run_costs(model, (1, conc))
     print(f"load average before: {' '.join(f'{v:.2f}' for v in load_before)} ({os.cpu_count()} CPUs)")
-    print(
-        f"session.run in process ({args.layers} layers of 1024x1024, {args.layers * 4} MB of weights): batch 1 "
-        f"{costs[1]:.2f} ms, batch {conc} {costs[conc]:.2f} ms = {costs[conc] / costs[1]:.2f}x batch 1 "
-        f"({costs[1] / (costs[conc] / conc):.2f}x less per row)"
-    )
+    if args.sweep:
+        sizes = [(w, n) for w in (1024, 2048, 4096) for n in range(2, 7) if w * w * 4 * n <= 200 << 20]
+    else:
+        sizes = [(args.width, args.layers)]
+    for width, layers in sizes:
+        costs = run_costs(mlp(width, layers), width, (1, conc))
+        print(
+            f"session.run in process ({layers} layers of {width}x{width}, {width * width * 4 * layers >> 20} MB of "
+            f"weights): batch 1 {costs[1]:.2f} ms, batch {conc} {costs[conc]:.2f} ms = "
+            f"{costs[conc] / costs[1]:.2f}x batch 1 ({costs[1] / (costs[conc] / conc):.2f}x less per row)"
+        )
+    if args.sweep:
+        print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+        return
+    tool = perf_analyzer()
     rounds: list[tuple[dict[str, float], dict[str, float]]] = []
     with tempfile.TemporaryDirectory() as scratch:
-        repository = build_repository(Path(scratch), args.layers, args.delay_us, conc)
+        model = mlp(args.width, args.layers)
+        repository = build_repository(Path(scratch), model, args.width, args.delay_us, conc)
         port = free_port()
         env = {"MODEL_REPOSITORY": str(repository), "OIP_WORKERS": "1"}
         with oip_server(port, env) as url:
@@ -232,7 +244,7 @@ def main() -> None:
                 rounds.append((found["mlp_plain"], found["mlp_batched"]))
             lone = point(tool, url, port, "mlp_batched", 1, args.seconds)
             lone_plain = point(tool, url, port, "mlp_plain", 1, args.seconds)
-            statuses, burst_inferences, burst_executions = asyncio.run(mixed_burst(url, conc))
+            statuses, burst_inferences, burst_executions = asyncio.run(mixed_burst(url, args.width, conc))
     load_after = os.getloadavg()
 
     print("perf_analyzer, oip serve --workers 1; CPU ms per inference: the server's, perf_analyzer's")
