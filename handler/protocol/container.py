@@ -9,7 +9,6 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from adapters.onnx.backend import OnnxBackend, SessionSettings
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
@@ -31,7 +30,13 @@ def dataplane() -> DataPlane:
 
 
 def build_dataplane(settings: Settings) -> DataPlane:
-    """Materialise the repository (copying it from S3 if needed), load defaults, return the core."""
+    """Materialise the repository (copying it from S3 if needed), load defaults, return the core.
+
+    onnxruntime is imported here, not with this module: its import starts a thread, so a process that will
+    fork (``oip serve``'s supervisor, handler/cli/serve.py) may import this module but must not build a data plane.
+    """
+    from adapters.onnx.backend import OnnxBackend, SessionSettings
+
     root = settings.model_repository
     if root.startswith("s3://"):
         from adapters.repository.s3 import download_repository
