@@ -1,26 +1,52 @@
 """The app ``oip serve`` runs: built from settings, once per worker process.
 
-With ``--workers N`` uvicorn's supervisor binds the port once and spawns N processes that share it; each one
-imports this module and calls ``app_from_env`` (uvicorn's ``factory``), so each opens its own onnxruntime
-sessions after it starts (sessions do not survive a fork). A worker that dies is replaced; SIGTERM lets
-requests in flight finish (``--drain-timeout``), then every worker and the supervisor exit 0. When
-``OIP_GRPC_ADDRESS`` is set, each worker also serves the V2 gRPC API there, on the same event loop (uvloop
-where installed); gRPC binds with SO_REUSEPORT, so the workers share that port too.
+With ``--workers N`` uvicorn's supervisor binds the port once, imports this module and what ``preload`` names,
+then forks N processes that share the port; each one calls ``app_from_env`` (uvicorn's ``factory``), so each
+opens its own onnxruntime sessions after it starts (sessions do not survive a fork). A worker that dies is
+replaced; SIGTERM lets requests in flight finish (``--drain-timeout``), then every worker and the supervisor
+exit 0. When ``OIP_GRPC_ADDRESS`` is set, each worker also serves the V2 gRPC API there, on the same event loop
+(uvloop where installed); gRPC binds with SO_REUSEPORT, so the workers share that port too.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from importlib.util import find_spec
 
 from fastapi import FastAPI
 
+from adapters.repository.model_config import model_config_pb2
 from handler.observability.telemetry import Telemetry
 from handler.protocol.container import build_dataplane
 from handler.protocol.memory import keep_freed_memory
 from handler.protocol.settings import GRPC_ADDRESS_ENV, Settings
 from handler.rest.app import create_app
+
+#: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
+#: no event loop). Not onnxruntime (its import starts a thread: a forked child that exits normally then aborts
+#: joining it; build_dataplane imports it) nor grpc (not fork-safe; imported when a worker starts its server).
+FORK_SAFE_MODULES = (
+    "adapters.onnx.batcher",
+    "adapters.onnx.reshape",
+    "adapters.validation",
+    "anyio._backends._asyncio",  # the first run of a model goes to a worker thread
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.auto",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.websockets.auto",
+)
+
+
+def preload() -> None:
+    """Import ``FORK_SAFE_MODULES``, uvloop and Triton's config schema: what a supervisor does before forking."""
+    for module in FORK_SAFE_MODULES:
+        importlib.import_module(module)
+    if find_spec("uvloop") is not None:
+        importlib.import_module("uvloop")
+    model_config_pb2()
 
 
 def build_app(settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:

@@ -1,10 +1,18 @@
-"""``oip serve``: the V2 app under uvicorn, with the V2 gRPC service beside it when a gRPC port is given."""
+"""``oip serve``: the V2 app under uvicorn, with the V2 gRPC service beside it when a gRPC port is given.
+
+With more than one worker, uvicorn's supervisor forks its workers from a process that has already imported the
+app's modules (as gunicorn's ``--preload``) instead of spawning fresh interpreters that import them again each:
+see ``preload_and_fork``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
+import multiprocessing
 import os
+import signal
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +20,7 @@ from typing import Any
 from handler.cli.errors import CliError
 
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
+logger = logging.getLogger(__name__)
 
 
 def _grpc_server_builder() -> Callable[..., Any]:
@@ -56,6 +65,8 @@ def serve(args: argparse.Namespace) -> int:
     # The workers' statistics counters live in files here, so a statistics request sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
         os.environ[STATS_DIR_ENV] = stats_dir
+        if args.workers > 1:
+            preload_and_fork()
         uvicorn.run(
             "handler.server:app_from_env",
             factory=True,
@@ -67,3 +78,53 @@ def serve(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=math.ceil(args.drain_timeout),
         )
     return 0
+
+
+def preload_and_fork() -> bool:
+    """Import the app's modules here and make uvicorn's supervisor fork its workers from this process; True if so.
+
+    A spawned worker is a fresh interpreter that imports numpy, FastAPI and our modules again (about 1 s on a
+    busy 2-core machine) before it opens its sessions; a forked one starts with them imported. The supervisor
+    stays single-threaded (numpy's OpenBLAS is loaded with one thread unless ``OPENBLAS_NUM_THREADS`` says
+    otherwise; nothing here reads it on the serving path), opens no session and starts no event loop: each worker
+    builds its app, sessions and gRPC server after it starts, as before. uvicorn has no option for this: its
+    workers come from the multiprocessing context ``uvicorn._subprocess.spawn``, replaced here by a fork context;
+    if uvicorn no longer has it, the workers are spawned as before and a warning says so
+    (tests/component/test_serve_workers.py fails then).
+    """
+    from uvicorn import _subprocess
+
+    context = getattr(_subprocess, "spawn", None)
+    if (
+        not isinstance(context, multiprocessing.context.BaseContext)
+        or "spawn" not in _subprocess.get_subprocess.__code__.co_names
+    ):
+        logger.warning(
+            "uvicorn.%s no longer starts workers from 'spawn': they import the app anew", _subprocess.__name__
+        )
+        return False
+    _preload()
+    os.register_at_fork(after_in_child=_fresh_signal_handlers)
+    _subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
+    return True
+
+
+def _preload() -> None:
+    """``handler.server.preload`` with OpenBLAS held to one thread unless ``OPENBLAS_NUM_THREADS`` is set."""
+    given = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = given or "1"
+    try:
+        from handler.server import preload
+
+        preload()
+    finally:
+        if given is None:  # the workers' environment stays as it was given
+            del os.environ["OPENBLAS_NUM_THREADS"]
+
+
+def _fresh_signal_handlers() -> None:
+    """In a forked worker, the signal handlers a fresh interpreter has, not the supervisor's."""
+    for signum in signal.valid_signals():
+        handler = signal.getsignal(signum)
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)

@@ -1,5 +1,6 @@
-"""``oip serve --workers N``: one port, N processes with their own sessions; SIGTERM drains; a dead worker is
-replaced. Everything through a real ``oip serve`` process tree on 127.0.0.1."""
+"""``oip serve --workers N``: one port, N processes forked from a supervisor that imported the app's modules, each
+with its own sessions; SIGTERM drains; a dead worker is replaced. Everything through a real ``oip serve`` process
+tree on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ class Served:
     port: int
 
     def workers(self) -> set[int]:
-        """The supervisor's worker processes (uvicorn spawns them with multiprocessing)."""
+        """The supervisor's worker processes: forked from it, so with its command line (a spawned worker's is
+        ``python -c 'from multiprocessing.spawn import spawn_main; ...'``: none is found then)."""
+        supervisor = _cmdline(self.process.pid)
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        return {int(pid) for pid in children if "spawn_main" in _cmdline(int(pid))}
+        return {int(pid) for pid in children if _cmdline(int(pid)) == supervisor}
 
 
 def _cmdline(pid: int) -> str:
@@ -44,6 +47,33 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def _status(pid: int, field: str) -> str:
+    """A field of ``/proc/<pid>/status`` (``Threads``, ``SigCgt``...)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return line.split(":", 1)[1].strip()
+    raise KeyError(field)
+
+
+def _caught(pid: int) -> set[signal.Signals]:
+    """The signals a process has a handler for."""
+    mask = int(_status(pid, "SigCgt"), 16)
+    return {sig for sig in signal.Signals if mask & (1 << (sig - 1))}
+
+
+def _mapped(pid: int, library: str) -> bool:
+    """Whether a shared library whose file name contains ``library`` is loaded in the process."""
+    return library in Path(f"/proc/{pid}/maps").read_text()
+
+
+def _wait_for_workers(served: Served, count: int = 2) -> set[int]:
+    deadline = time.monotonic() + 30
+    while len(served.workers()) < count:
+        assert time.monotonic() < deadline, f"{count} workers did not start: {served.workers()}"
+        time.sleep(0.2)
+    return served.workers()
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -67,8 +97,8 @@ def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextmanager
-def serve(repository: Path, *args: str) -> Iterator[Served]:
-    """``oip serve`` until it answers an inference; killed if a test leaves it running."""
+def serve(repository: Path, *args: str, probe: Callable[[str], bool] = _answers) -> Iterator[Served]:
+    """``oip serve`` until ``probe`` (default: an inference) succeeds; killed if a test leaves it running."""
     port = free_port()
     command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(repository)]
     command += ["--port", str(port), "--no-access-log", *args]
@@ -77,7 +107,7 @@ def serve(repository: Path, *args: str) -> Iterator[Served]:
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 60
-        while not _answers(served.url):
+        while not probe(served.url):
             assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
             assert time.monotonic() < deadline, "oip serve did not answer within 60 s"
             time.sleep(0.2)
@@ -198,3 +228,105 @@ def test_perf_analyzer_against_the_default_workers(iris_repository: Path) -> Non
             perf_analyzer(), f"127.0.0.1:{served.port}", "iris", "http", concurrency=2, interval_ms=1000, stability=50
         )
     assert result.infer_per_second > 0
+
+
+def test_workers_are_forked_from_a_single_threaded_supervisor_without_onnxruntime_or_grpc(
+    iris_repository: Path,
+) -> None:
+    """The supervisor imported numpy and the app's modules (preload) but no onnxruntime, no grpc, and started no
+    thread, so forking it is safe; each worker loads onnxruntime and serves gRPC itself, with the signal
+    handlers of a fresh interpreter rather than the supervisor's."""
+    import tritonclient.grpc as triton_grpc
+
+    grpc_port = free_port()
+    with serve(iris_repository, "--workers", "2", "--grpc-port", str(grpc_port)) as served:
+        workers = _wait_for_workers(served)
+        supervisor = served.process.pid
+        assert _status(supervisor, "Threads") == "1"
+        assert _mapped(supervisor, "_multiarray_umath"), "numpy was not preloaded in the supervisor"
+        assert not _mapped(supervisor, "onnxruntime_pybind11_state")
+        assert not _mapped(supervisor, "cygrpc")
+        assert {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} <= _caught(supervisor)
+        deadline = time.monotonic() + 30
+        while not all(_mapped(pid, "cygrpc") for pid in workers):  # each worker starts its gRPC server
+            assert time.monotonic() < deadline, "a worker did not start gRPC"
+            time.sleep(0.2)
+        for pid in workers:
+            assert _mapped(pid, "onnxruntime_pybind11_state")
+            assert not {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} & _caught(pid)
+            assert signal.SIGTERM in _caught(pid)  # uvicorn's own handler: drain, then exit
+        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        assert all(client.is_server_ready() for _ in range(10))
+
+
+def test_onnxruntime_is_not_fork_safe_after_import() -> None:
+    """Why the supervisor does not import onnxruntime: its import starts a thread, and a forked child that exits
+    normally then hangs or aborts (joining a thread it does not have). If this fails, onnxruntime may join
+    ``FORK_SAFE_MODULES`` (handler/server.py)."""
+    child = """
+import os, signal, sys, time
+import onnxruntime
+threads = len(os.listdir("/proc/self/task"))
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)
+deadline = time.monotonic() + 5
+while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+    time.sleep(0.05)
+if not outcome[0]:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(threads, "exited" if outcome[0] and os.WIFEXITED(outcome[1]) else "did not exit cleanly")
+"""
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    threads, outcome = result.stdout.split(maxsplit=1)
+    assert int(threads) > 1 and outcome.strip() == "did not exit cleanly", result.stdout
+
+
+def test_the_preload_starts_no_thread_and_imports_neither_onnxruntime_nor_grpc() -> None:
+    """What ``oip serve``'s supervisor imports before forking leaves it single-threaded (OpenBLAS held to one
+    thread while numpy loads), with the environment as it was given."""
+    child = """
+import os, sys
+from handler.cli.serve import _preload
+_preload()
+loaded = sorted(m for m in ("numpy", "fastapi", "uvloop", "onnxruntime", "grpc") if m in sys.modules)
+print(len(os.listdir("/proc/self/task")), ",".join(loaded), os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "fastapi,numpy,uvloop", "None"]
+
+
+def test_ready_only_once_every_model_is_loaded() -> None:
+    """Polled from the moment the server starts (the supervisor listens before its workers have loaded
+    anything), ``/v2/health/ready`` first answers 200, from a worker whose every model is READY and answers:
+    no half-loaded repository is ever served."""
+    answers: list[int] = []
+
+    def ready(url: str) -> bool:
+        try:
+            answers.append(httpx.get(f"{url}/v2/health/ready", timeout=30).status_code)
+        except httpx.TransportError:
+            return False
+        return True
+
+    with serve(DEMO_REPOSITORY, "--workers", "2", probe=ready) as served, httpx.Client() as client:
+        assert answers == [200]
+        index = client.post(f"{served.url}/v2/repository/index", json={}).json()
+        assert {row["name"]: row["state"] for row in index} == {"iris": "READY", "tiny_image": "READY"}
+        assert client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code == 200
+
+
+def test_uvicorn_still_takes_its_workers_from_the_context_we_replace() -> None:
+    """``preload_and_fork`` relies on uvicorn's private ``uvicorn._subprocess.spawn`` (uvicorn has no option for
+    forked workers): this fails loudly when an upgrade of uvicorn moves it, before the workers silently go back
+    to importing everything anew."""
+    child = """
+from uvicorn import _subprocess
+from handler.cli.serve import preload_and_fork
+print(preload_and_fork(), _subprocess.spawn.get_start_method())
+"""
+    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["True", "fork"], result.stderr
