@@ -28,7 +28,7 @@ _PHASES: Final = ("compute_input", "compute_infer", "compute_output")
 # perf_analyzer never sees a request's counters half added).
 _LAST, _INFERENCES, _EXECUTIONS = 0, 1, 2
 _COLUMN: Final = {name: 3 + 2 * i for i, name in enumerate(_DURATIONS)}
-_PHASE_COLUMNS: Final = tuple(_COLUMN[name] for name in _PHASES)
+_SUCCESS, _QUEUE, _INPUT, _INFER, _OUTPUT = (_COLUMN[name] for name in ("success", "queue", *_PHASES))
 _SEQUENCE: Final = 3 + 2 * len(_DURATIONS)
 _WIDTH: Final = _SEQUENCE + 1
 _ROWS: Final = 4096
@@ -125,11 +125,6 @@ def _add(cells: memoryview, column: int, ns: int) -> None:
     cells[column + 1] += ns
 
 
-def _add_phases(cells: memoryview, row: int, phases: tuple[int, int, int]) -> None:
-    for column, ns in zip(_PHASE_COLUMNS, phases, strict=True):
-        _add(cells, row + column, ns)
-
-
 def _durations(row: np.ndarray, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
     return {name: {"count": int(row[_COLUMN[name]]), "ns": int(row[_COLUMN[name] + 1])} for name in names}
 
@@ -152,8 +147,14 @@ class Statistics:
             execution = Execution(1, 0, total_ns, 0)
         now_ms = time.time_ns() // 1_000_000
         inferences = execution.batch_size if execution.inferences is None else execution.inferences
-        phases = (execution.compute_input_ns, execution.compute_infer_ns, execution.compute_output_ns)
+        input_ns, infer_ns, output_ns = (
+            execution.compute_input_ns,
+            execution.compute_infer_ns,
+            execution.compute_output_ns,
+        )
+        queue_ns = max(total_ns - input_ns - infer_ns - output_ns, 0)
         table = self._table
+        # Written out cell by cell (columns are constants): this runs on every request.
         with self._lock:
             total = table.start((name, version, 0))
             batch = table.start((name, version, execution.batch_size))
@@ -163,12 +164,20 @@ class Statistics:
             cells[batch + _SEQUENCE] += 1
             cells[total + _LAST] = now_ms
             cells[total + _INFERENCES] += inferences
-            cells[total + _EXECUTIONS] += int(execution.leads)
-            _add(cells, total + _COLUMN["success"], total_ns)
-            _add(cells, total + _COLUMN["queue"], max(total_ns - sum(phases), 0))
-            _add_phases(cells, total, phases)
+            rows = (total, batch) if execution.leads else (total,)
             if execution.leads:
-                _add_phases(cells, batch, phases)
+                cells[total + _EXECUTIONS] += 1
+            cells[total + _SUCCESS] += 1
+            cells[total + _SUCCESS + 1] += total_ns
+            cells[total + _QUEUE] += 1
+            cells[total + _QUEUE + 1] += queue_ns
+            for row in rows:
+                cells[row + _INPUT] += 1
+                cells[row + _INPUT + 1] += input_ns
+                cells[row + _INFER] += 1
+                cells[row + _INFER + 1] += infer_ns
+                cells[row + _OUTPUT] += 1
+                cells[row + _OUTPUT + 1] += output_ns
             cells[total + _SEQUENCE] += 1
             cells[batch + _SEQUENCE] += 1
 
