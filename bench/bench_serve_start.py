@@ -1,6 +1,6 @@
 """Start to first correct answer: ``oip serve``, tritonserver and MLServer 1.7, side by side in one run.
 
-    python -m bench.bench_serve_start [--runs 5] [--servers oip,triton,mlserver]
+    python -m bench.bench_serve_start [--runs 5] [--servers oip,oip-1,triton,mlserver] [--baseline CHECKOUT]
 
 Each server is started anew for every run (the servers take turns, so drift in the machine's load affects all
 alike) on fresh loopback ports, serving ``small`` (bench/bench_throughput.py: FP32 [-1, 4] -> [-1, 3]); the time
@@ -8,6 +8,9 @@ runs from just before the process is started to the first ``POST /v2/models/smal
 matches numpy's, polled every 10 ms. The process group is then killed.
 
 - oip: ``oip serve --model-repository ...`` with its default workers (one per core; ``OIP_WORKERS`` unset);
+- oip-1: the same with ``--workers 1`` (no supervisor: uvicorn serves in the process it started in);
+- baseline (with ``--baseline CHECKOUT``): ``oip serve`` as oip, running the code of another checkout of this
+  repository (``PYTHONPATH``), e.g. ``git worktree add /tmp/before HEAD~1``, to compare before/after in one run;
 - triton: tritonserver 2.51 from the nvidia-pytriton wheel, a Python-backend model running the ONNX file, as
   the Triton forwarding tests start it (tests/integration/triton_server.py);
 - mlserver: ``mlserver start`` (MLServer 1.7.1, tool venv ``mlserver``, ``parallel_workers: 0``, see below) with
@@ -39,7 +42,7 @@ from bench.bench_throughput import MODEL, _oip_executable, _triton_server, build
 from scripts.tool_env import executable, site_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = ("oip", "triton", "mlserver")
+SERVERS = ("oip", "oip-1", "triton", "mlserver")
 ROWS = np.array([[1.0, 2.0, 3.0, 4.0], [-0.5, 0.25, 8.0, 0.0]], dtype=np.float32)
 REQUEST = {"inputs": [{"name": "input", "shape": list(ROWS.shape), "datatype": "FP32", "data": ROWS.ravel().tolist()}]}
 
@@ -57,9 +60,13 @@ def _correct(document: dict, want: np.ndarray) -> bool:
     return bool(np.allclose(got, want, rtol=1e-5, atol=1e-6))
 
 
-def _oip(onnx_repository: Path, workdir: Path, http: int) -> tuple[list[str], dict[str, str]]:
+def _oip(
+    onnx_repository: Path, workdir: Path, http: int, workers: int | None = None
+) -> tuple[list[str], dict[str, str]]:
     command = [_oip_executable(), "serve", "--model-repository", str(onnx_repository), "--port", str(http),
                "--no-access-log", "--log-level", "warning"]  # fmt: skip
+    if workers is not None:
+        command += ["--workers", str(workers)]
     env = {k: v for k, v in os.environ.items() if k != "OIP_WORKERS"}
     return command, env
 
@@ -112,8 +119,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # workers left behind by a supervisor that exited first
 
 
-def start_to_answer(server: str, repositories: tuple[Path, Path], workdir: Path, want: np.ndarray) -> float:
-    """Seconds from starting ``server`` to its first correct infer answer."""
+def start_to_answer(
+    server: str, repositories: tuple[Path, Path], workdir: Path, want: np.ndarray, baseline: Path | None = None
+) -> float:
+    """Seconds from starting ``server`` to its first correct infer answer (``baseline``: the other checkout)."""
     onnx_repository, triton_repository = repositories
     http, grpc = free_ports(2)
     log = workdir / f"{server}-{http}.log"
@@ -128,9 +137,13 @@ def start_to_answer(server: str, repositories: tuple[Path, Path], workdir: Path,
             triton.stop()
     makers: dict[str, Callable[[Path, Path, int], tuple[list[str], dict[str, str]]]] = {
         "oip": _oip,
+        "oip-1": lambda onnx_repository, workdir, http: _oip(onnx_repository, workdir, http, workers=1),
         "mlserver": _mlserver,
+        "baseline": _oip,
     }
     command, env = makers[server](onnx_repository, workdir, http)
+    if server == "baseline" and baseline is not None:
+        env["PYTHONPATH"] = str(baseline)
     with log.open("ab") as output:
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -147,8 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--servers", default=",".join(SERVERS))
+    parser.add_argument("--baseline", type=Path, help="another checkout whose oip serve runs as 'baseline'")
     args = parser.parse_args()
-    servers = args.servers.split(",")
+    servers = args.servers.split(",") + (["baseline"] if args.baseline else [])
     want = expected()
     times: dict[str, list[float]] = {server: [] for server in servers}
     with tempfile.TemporaryDirectory(prefix="bench-serve-start-") as scratch:
@@ -156,14 +170,15 @@ def main() -> None:
         repositories = build_repositories(workdir / "repositories")
         for run in range(args.runs):
             for server in servers:
-                times[server].append(start_to_answer(server, repositories, workdir, want))
+                times[server].append(start_to_answer(server, repositories, workdir, want, args.baseline))
                 print(f"run {run + 1} {server}: {times[server][-1]:.2f} s", file=sys.stderr, flush=True)
     medians = {server: statistics.median(values) for server, values in times.items()}
-    peers = {server: value for server, value in medians.items() if server != "oip"}
+    ours = ("oip", "oip-1", "baseline")
+    peers = {server: value for server, value in medians.items() if server not in ours}
     fastest = min(peers, key=peers.__getitem__) if peers else None
     print(f"start to first correct answer, median of {args.runs} (servers taking turns):")
     for server, value in medians.items():
-        ratio = f" = {value / peers[fastest]:.2f}x {fastest}" if fastest and server == "oip" else ""
+        ratio = f" = {value / peers[fastest]:.2f}x {fastest}" if fastest and server in ours else ""
         print(f"  {server:>8}: {value * 1000:.0f} ms (min {min(times[server]) * 1000:.0f}){ratio}")
 
 
