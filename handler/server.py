@@ -36,7 +36,6 @@ FORK_SAFE_MODULES = (
     "uvicorn.lifespan.on",
     "uvicorn.loops.auto",
     "uvicorn.protocols.http.auto",
-    "uvicorn.protocols.websockets.auto",
 )
 
 

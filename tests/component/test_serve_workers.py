@@ -290,7 +290,7 @@ def test_the_preload_starts_no_thread_and_imports_neither_onnxruntime_nor_grpc()
 import os, sys
 from handler.cli.serve import _preload
 _preload()
-loaded = sorted(m for m in ("numpy", "fastapi", "uvloop", "onnxruntime", "grpc") if m in sys.modules)
+loaded = sorted(m for m in ("numpy", "fastapi", "uvloop", "onnxruntime", "grpc", "websockets") if m in sys.modules)
 print(len(os.listdir("/proc/self/task")), ",".join(loaded), os.environ.get("OPENBLAS_NUM_THREADS"))
 """
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
