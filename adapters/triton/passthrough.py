@@ -7,7 +7,6 @@ imported on the first forwarded call only. It forwards faster than httpx here (b
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,9 @@ from adapters.triton.client import TritonClient
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "Inference-Header-Content-Length"
 _VERSION_KEY: Final = b'"model_version":"'
+#: Bodies above this go in two writes (``_Parts``) rather than joined with the request head.
+_JOIN_LIMIT: Final = 64 * 1024
+_HEAD: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,14 @@ class TritonPassthrough:
                 # Triton's answer is read as sent; the route compresses for its own caller.
                 auto_decompress=False,
                 skip_auto_headers=("Accept-Encoding", "User-Agent"),
-                timeout=aiohttp.ClientTimeout(sock_connect=self.settings.connect_timeout),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                # The request timeout as aiohttp's own timer rather than a task per call (wait_for), to the
+                # moment (aiohttp rounds deadlines of 5 s and more up to whole seconds unless told not to).
+                timeout=aiohttp.ClientTimeout(
+                    total=self.settings.request_timeout,
+                    sock_connect=self.settings.connect_timeout,
+                    ceil_threshold=float("inf"),
+                ),
             )
         return self._session
 
@@ -77,13 +86,13 @@ class TritonPassthrough:
         return f"{self._base}{path}/infer"
 
     async def forward(self, model: str, version: str, body: bytes, headers: Mapping[str, str]) -> Forwarded:
-        """POST ``body`` to Triton's infer route of ``model`` (never retried: inference is not known to be
-        idempotent); a non-200 answer or a transport failure raises the V2Error ``TritonClient`` would."""
+        """POST ``body`` to Triton's infer route of ``model`` within the request timeout (never retried:
+        inference is not known to be idempotent); a non-200 answer, a transport failure or the timeout raises
+        the V2Error ``TritonClient`` would."""
         what = f"inference on '{model}'"
         try:
-            status, header_length, content = await asyncio.wait_for(
-                self._post(self.url(model, version), body, {**self.settings.headers, **headers}),
-                self.settings.request_timeout,
+            status, header_length, content = await self._post(
+                self.url(model, version), body, {**self.settings.headers, **headers}
             )
         except Exception as exc:  # transport failures: translated as tritonclient's are
             error = self.client.translate(exc, what)
@@ -96,7 +105,11 @@ class TritonPassthrough:
         return Forwarded(content, header_length, _model_version(header))
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, int | None, bytes]:
-        async with self._connect().post(url, data=body, headers=headers) as response:
+        data: bytes | _Parts = body
+        if len(body) > _JOIN_LIMIT:
+            headers["Content-Length"] = str(len(body))
+            data = _Parts(body)
+        async with self._connect().post(url, data=data, headers=headers) as response:
             content = await response.read()
             length = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
             return response.status, int(length) if length is not None else None, content
@@ -119,6 +132,25 @@ class TritonPassthrough:
         """Drop the pool after Triton was unreachable: its connections are dead."""
         with contextlib.suppress(Exception):  # closing broken connections may fail; they are dropped all the same
             await self.close()
+
+
+class _Parts:
+    """A large body as a small head and the rest (a view): aiohttp joins its request head with the first part
+    it writes (a copy of the whole body when that is all of it, on Python < 3.12.9), then writes the rest as is."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, body: bytes) -> None:
+        view = memoryview(body)
+        self._parts = [view[_HEAD:], view[:_HEAD]]
+
+    def __aiter__(self) -> _Parts:
+        return self
+
+    async def __anext__(self) -> memoryview:
+        if not self._parts:
+            raise StopAsyncIteration
+        return self._parts.pop()
 
 
 class _TritonHttpError(Exception):
