@@ -20,9 +20,6 @@ from adapters.triton.client import TritonClient
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "Inference-Header-Content-Length"
 _VERSION_KEY: Final = b'"model_version":"'
-#: Bodies above this go in two writes (``_Parts``) rather than joined with the request head.
-_JOIN_LIMIT: Final = 64 * 1024
-_HEAD: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +102,7 @@ class TritonPassthrough:
         return Forwarded(content, header_length, _model_version(header))
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, int | None, bytes]:
-        data: bytes | _Parts = body
-        if len(body) > _JOIN_LIMIT:
-            headers["Content-Length"] = str(len(body))
-            data = _Parts(body)
-        async with self._connect().post(url, data=data, headers=headers) as response:
+        async with self._connect().post(url, data=body, headers=headers) as response:
             content = await response.read()
             length = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
             return response.status, int(length) if length is not None else None, content
@@ -132,25 +125,6 @@ class TritonPassthrough:
         """Drop the pool after Triton was unreachable: its connections are dead."""
         with contextlib.suppress(Exception):  # closing broken connections may fail; they are dropped all the same
             await self.close()
-
-
-class _Parts:
-    """A large body as a small head and the rest (a view): aiohttp joins its request head with the first part
-    it writes (a copy of the whole body when that is all of it, on Python < 3.12.9), then writes the rest as is."""
-
-    __slots__ = ("_parts",)
-
-    def __init__(self, body: bytes) -> None:
-        view = memoryview(body)
-        self._parts = [view[_HEAD:], view[:_HEAD]]
-
-    def __aiter__(self) -> _Parts:
-        return self
-
-    async def __anext__(self) -> memoryview:
-        if not self._parts:
-            raise StopAsyncIteration
-        return self._parts.pop()
 
 
 class _TritonHttpError(Exception):

@@ -110,7 +110,7 @@ def _json(document: dict[str, object]) -> tuple[bytes, dict[str, str]]:
 
 IRIS_JSON = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
 TEXT = np.array(["naïve".encode(), b"x", b""], dtype=object)
-LARGE_TEXT = np.array([bytes(range(256)) * 400, b"y"], dtype=object)  # 100 KB: passthrough._JOIN_LIMIT is 64 KB
+LARGE_TEXT = np.array([bytes(range(256)) * 400, b"y"], dtype=object)  # a body of many TCP segments
 INTS = (np.arange(16, dtype=np.int32).reshape(1, 16), np.full((1, 16), 3, np.int32))
 CASES: dict[str, tuple[str, tuple[bytes, dict[str, str]]]] = {
     "fp32 json": ("iris_gpu", _json({"id": "a", **IRIS_JSON})),
@@ -127,7 +127,7 @@ CASES: dict[str, tuple[str, tuple[bytes, dict[str, str]]]] = {
     "multi-input int32 json": ("simple", _binary(
         [_input("INPUT0", INTS[0], "INT32", False), _input("INPUT1", INTS[1], "INT32", False)], request_id="f")),
     "bytes binary": ("identity_bytes", _binary([_input("INPUT0", TEXT, "BYTES", True)], request_id="g")),
-    "bytes binary, body over 64 KB (sent in two writes)": ("identity_bytes", _binary(
+    "bytes binary, 100 KB body": ("identity_bytes", _binary(
         [_input("INPUT0", LARGE_TEXT, "BYTES", True)], request_id="g2")),
     "bytes json": ("identity_bytes", _json(
         {"id": "h", "inputs": [{"name": "INPUT0", "shape": [3], "datatype": "BYTES", "data": ["naïve", "x", ""]}]})),
