@@ -1,0 +1,95 @@
+"""This checkout's per-request cost against another checkout's, side by side: is a change faster?
+
+    python -m bench.bench_against OTHER_CHECKOUT [--rounds 5] [--what lambda,cpu]
+
+On this shared 2-core machine the same measurement swings by a third from one run to the next, so a change of 5-10 %
+cannot be seen by running a bench before and after it. This runs the measurement in fresh child processes, one per
+checkout in turn, ``--rounds`` times, with ``PYTHONPATH`` (and the working directory) at each checkout, so a
+noisy neighbour slows both alike, and prints each round and the ratio of the medians:
+
+- ``lambda``: p50 of ``handler.http.lambda_handler`` on ``events/http-api/infer-json.json`` in process (after 300
+  untimed invocations; bench/bench_lambda_invoke.py's Context);
+- ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``).
+
+The other checkout is e.g. ``git worktree add /tmp/before HEAD~3``; it needs those two bench modules (session 2 on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Each child prints one number: microseconds.
+_CHILDREN = {
+    "lambda": """
+import contextlib, io, json, os, statistics, time
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "OIP"); os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+from bench.bench_lambda_invoke import Context
+event = json.loads(open("events/http-api/infer-json.json").read())
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    from handler.http import lambda_handler
+    context, samples = Context(), []
+    for index in range(2500):
+        start = time.perf_counter_ns()
+        lambda_handler(event, context)
+        if index >= 300:
+            samples.append(time.perf_counter_ns() - start)
+        out.seek(0)
+        out.truncate()
+print(statistics.median(samples) / 1000)
+""",
+    "cpu": """
+import asyncio, tempfile
+from pathlib import Path
+from bench.bench_request_cpu import cpu_per_request
+from bench.bench_throughput import build_repositories
+from handler.protocol.settings import Settings
+from handler.server import build_app
+with tempfile.TemporaryDirectory() as scratch:
+    repository, _ = build_repositories(Path(scratch))
+    app = build_app(Settings.from_env(model_repository=str(repository)))
+    print(asyncio.run(cpu_per_request(app, 4000)))
+""",
+}
+
+
+def _sample(checkout: Path, what: str) -> float:
+    """One child process's figure (us) for ``what``, with ``checkout``'s code."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    found = subprocess.run(
+        [sys.executable, "-c", _CHILDREN[what]], cwd=checkout, env=env, capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        raise SystemExit(f"{what} at {checkout} failed:\n{found.stderr[-2000:]}")
+    return float(found.stdout.split()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("other", type=Path, help="the checkout to compare with (a git worktree)")
+    parser.add_argument("--rounds", type=int, default=5, help="child processes per checkout (default: %(default)s)")
+    parser.add_argument("--what", default="lambda,cpu", help="lambda, cpu or both (default: %(default)s)")
+    args = parser.parse_args()
+    if not (args.other / "handler" / "http.py").is_file():
+        raise SystemExit(f"{args.other} is not a checkout of this project")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    for what in args.what.split(","):
+        ours: list[float] = []
+        other: list[float] = []
+        for _ in range(args.rounds):
+            ours.append(_sample(ROOT, what))
+            other.append(_sample(args.other.resolve(), what))
+        print(f"{what}: this {', '.join(f'{x:.1f}' for x in ours)} us; other {', '.join(f'{x:.1f}' for x in other)} us")
+        print(f"{what}: medians {statistics.median(ours):.1f} vs {statistics.median(other):.1f} us, "
+              f"this/other {statistics.median(ours) / statistics.median(other):.3f}")  # fmt: skip
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
