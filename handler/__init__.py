@@ -10,6 +10,6 @@ Rooms, imports pointing down only (tests/unit/test_layers.py runs the contracts 
     backends       adapters/                   never import handler
 """
 
-#: The package version (pyproject.toml reads it from here): known without importlib.metadata, which costs about
-#: 30 ms of a cold start and finds nothing where the code is copied rather than installed (the Lambda package).
+#: The package version (pyproject.toml reads it from here): known without the package's metadata, which is absent
+#: where the code is copied rather than installed (the Lambda package).
 __version__ = "0.1.0"
