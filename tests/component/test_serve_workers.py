@@ -265,22 +265,31 @@ def test_onnxruntime_is_not_fork_safe_after_import() -> None:
     ``FORK_SAFE_MODULES`` (handler/server.py)."""
     child = """
 import os, signal, sys, time
+import numpy
+before = len(os.listdir("/proc/self/task"))
 import onnxruntime
-threads = len(os.listdir("/proc/self/task"))
-pid = os.fork()
-if pid == 0:
-    sys.exit(0)
-deadline = time.monotonic() + 5
-while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-    time.sleep(0.05)
-if not outcome[0]:
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-print(threads, "exited" if outcome[0] and os.WIFEXITED(outcome[1]) else "did not exit cleanly")
+deadline = time.monotonic() + 10
+while len(os.listdir("/proc/self/task")) <= before and time.monotonic() < deadline:
+    time.sleep(0.01)  # the thread starts soon after the import returns, not always before: fork once it runs
+threads = len(os.listdir("/proc/self/task")) - before
+clean = 0
+for _ in range(5):  # the child's exit joins a thread it does not have: it hangs or aborts (seen once to get away)
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)
+    deadline = time.monotonic() + 1.5  # a clean exit takes milliseconds
+    while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not outcome[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
+print(threads, clean)
 """
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
-    threads, outcome = result.stdout.split(maxsplit=1)
-    assert int(threads) > 1 and outcome.strip() == "did not exit cleanly", result.stdout
+    threads, clean = result.stdout.split()
+    assert int(threads) >= 1, "onnxruntime's import started no thread"
+    assert int(clean) < 5, "five forked children exited cleanly: onnxruntime may now be imported before a fork"
 
 
 def test_the_preload_starts_no_thread_and_imports_neither_onnxruntime_nor_grpc() -> None:
