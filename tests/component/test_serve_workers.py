@@ -260,9 +260,11 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_onnxruntim
 
 
 def test_onnxruntime_is_not_fork_safe_after_import() -> None:
-    """Why the supervisor does not import onnxruntime: its import starts a thread, and a forked child that exits
-    normally then hangs or aborts (joining a thread it does not have). If this fails, onnxruntime may join
-    ``FORK_SAFE_MODULES`` (handler/server.py)."""
+    """Why the supervisor does not import onnxruntime: unless its telemetry is off, its import starts an uploader
+    thread, and a forked child that exits normally then hangs or aborts (joining a thread it does not have).
+    ``adapters/onnx`` turns the telemetry off, but a deployment may turn it on (``ORT_DISABLE_TELEMETRY=0``), so
+    onnxruntime stays out of the supervisor. The child runs as a deployment does: without the CI variables, with
+    which onnxruntime skips its telemetry by itself. If this fails, onnxruntime may join ``FORK_SAFE_MODULES``."""
     child = """
 import os, signal, sys, time
 import numpy
@@ -286,7 +288,11 @@ for _ in range(5):  # the child's exit joins a thread it does not have: it hangs
     clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
 print(threads, clean)
 """
-    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS", "ORT_DISABLE_TELEMETRY")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    result = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
     threads, clean = result.stdout.split()
     assert int(threads) >= 1, "onnxruntime's import started no thread"
     assert int(clean) < 5, "five forked children exited cleanly: onnxruntime may now be imported before a fork"
