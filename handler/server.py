@@ -26,8 +26,9 @@ from handler.protocol.settings import GRPC_ADDRESS_ENV, Settings
 from handler.rest.app import create_app
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
-#: no event loop). Not onnxruntime (its import starts a thread: a forked child that exits normally then aborts
-#: joining it; build_dataplane imports it) nor grpc (not fork-safe; imported when a worker starts its server).
+#: no event loop). Not onnxruntime (with its telemetry on, which a deployment may choose, its import starts a thread
+#: and a forked child that exits normally then aborts joining it; build_dataplane imports it) nor grpc (not
+#: fork-safe; imported when a worker starts its server).
 FORK_SAFE_MODULES = (
     "adapters.onnx.batcher",
     "adapters.onnx.reshape",

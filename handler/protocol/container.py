@@ -32,8 +32,9 @@ def dataplane() -> DataPlane:
 def build_dataplane(settings: Settings) -> DataPlane:
     """Materialise the repository (copying it from S3 if needed), load defaults, return the core.
 
-    onnxruntime is imported here, not with this module: its import starts a thread, so a process that will
-    fork (``oip serve``'s supervisor, handler/cli/serve.py) may import this module but must not build a data plane.
+    onnxruntime is imported here, not with this module: its import may start a thread (its telemetry uploader,
+    when a deployment turns it on: adapters/onnx/__init__.py), so a process that will fork (``oip serve``'s
+    supervisor, handler/cli/serve.py) may import this module but must not build a data plane.
     """
     from adapters.onnx.backend import OnnxBackend, SessionSettings
 
