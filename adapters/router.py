@@ -7,16 +7,18 @@ not found locally is forwarded.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import ModelBackend
 from adapters.errors import ModelNotReady
 from adapters.repository.repository import ModelRepository
-from adapters.triton.backend import TritonBackend, index_entries
-from adapters.triton.client import TritonClient
-from adapters.triton.passthrough import Forwarded, TritonPassthrough
-from adapters.triton.settings import TritonRoute, TritonSettings
 from adapters.types import ModelIndexEntry, ModelMetadata
+
+if TYPE_CHECKING:  # the Triton client modules are imported only when models are routed to Triton
+    from adapters.triton.backend import TritonBackend
+    from adapters.triton.client import TritonClient
+    from adapters.triton.passthrough import Forwarded, TritonPassthrough
+    from adapters.triton.settings import TritonRoute, TritonSettings
 
 
 class ModelRouter:
@@ -25,14 +27,17 @@ class ModelRouter:
     def __init__(self, repository: ModelRepository, triton: TritonSettings | None = None) -> None:
         self.repository = repository
         self.triton = triton if triton is not None and triton.enabled else None
-        self.client = TritonClient(self.triton) if self.triton is not None else None
+        self.client: TritonClient | None = None
         #: Inference bodies pass through to Triton as they are when it is reached over HTTP (unless turned off).
-        self.passthrough = (
-            TritonPassthrough(self.client)
-            if self.client is not None and self.client.settings.protocol == "http" and self.client.settings.passthrough
-            else None
-        )
+        self.passthrough: TritonPassthrough | None = None
         self._remote: dict[tuple[str, str], TritonBackend] = {}
+        if self.triton is not None:
+            from adapters.triton.client import TritonClient
+            from adapters.triton.passthrough import TritonPassthrough
+
+            self.client = TritonClient(self.triton)
+            if self.triton.protocol == "http" and self.triton.passthrough:
+                self.passthrough = TritonPassthrough(self.client)
 
     def route(self, name: str) -> TritonRoute | None:
         """The Triton route of ``name``, or None when a local model serves it."""
@@ -41,6 +46,8 @@ class ModelRouter:
         if name in self.triton.routes:
             return self.triton.routes[name]
         if self.triton.proxy_all and name not in self.repository.names():
+            from adapters.triton.settings import TritonRoute
+
             return TritonRoute(name)
         return None
 
@@ -55,6 +62,8 @@ class ModelRouter:
         if route is None:
             return self.repository.backend(name, version)
         assert self.client is not None
+        from adapters.triton.backend import TritonBackend  # imported with the client, in __init__
+
         if self.triton is not None and name not in self.triton.routes:
             # Proxy mode: any name may arrive, so nothing is cached per name (the objects are cheap).
             return TritonBackend(name, version or "", route, self.client, self.passthrough)
@@ -70,6 +79,8 @@ class ModelRouter:
 
     async def forward(self, name: str, version: str | None, body: bytes, headers: dict[str, str]) -> Forwarded:
         """Pass an inference body through to the Triton model that ``name`` routes to (see ``passes_through``)."""
+        from adapters.triton.backend import TritonBackend
+
         backend = self.backend(name, version)
         assert isinstance(backend, TritonBackend)
         return await backend.forward(body, headers)
@@ -103,6 +114,9 @@ class ModelRouter:
                 remote_rows = await self.client.index()
             except ModelNotReady as exc:
                 return rows + [ModelIndexEntry(name, "", "UNAVAILABLE", exc.message) for name in self.triton.routes]
+            from adapters.triton.backend import index_entries
+            from adapters.triton.settings import TritonRoute
+
             routes = dict(self.triton.routes)
             if self.triton.proxy_all:
                 local = set(self.repository.names())
@@ -120,4 +134,9 @@ class ModelRouter:
     async def remote_config(self, name: str, version: str | None = None) -> dict[str, Any] | None:
         """Triton's configuration of a routed model; None for a local model."""
         backend = self.backend(name, version)
-        return await backend.config() if isinstance(backend, TritonBackend) else None
+        if self.route(name) is None:
+            return None
+        from adapters.triton.backend import TritonBackend
+
+        assert isinstance(backend, TritonBackend)
+        return await backend.config()

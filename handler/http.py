@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from mangum import Mangum
 
-from handler.observability.request_log import RequestLogSampler, firehose_sink
 from handler.observability.telemetry import PowertoolsTelemetry
 from handler.protocol import container
 from handler.protocol.loop import event_loop, run
 from handler.protocol.memory import keep_freed_memory
 from handler.protocol.warmup import warm_up
 from handler.rest.app import create_app
+
+if TYPE_CHECKING:
+    from handler.observability.request_log import RequestLogSampler
 
 logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
 
@@ -42,6 +44,8 @@ def _sampler() -> RequestLogSampler | None:
     stream = os.environ.get("OIP_REQUEST_LOG_STREAM", "")
     if percentage <= 0 or not stream:
         return None
+    from handler.observability.request_log import RequestLogSampler, firehose_sink
+
     return RequestLogSampler(percentage, firehose_sink(stream))
 
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio.to_thread
 import numpy as np
@@ -18,11 +18,13 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from adapters.datatypes import from_config_type
 from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported
-from adapters.onnx.batcher import Batcher, BatchingPolicy, batch_key
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
 from adapters.repository.model_config import model_config_pb2
 from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
 from adapters.validation import validate_call
+
+if TYPE_CHECKING:
+    from adapters.onnx.batcher import Batcher, BatchingPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -161,8 +163,12 @@ class OnnxBackend:
         self._reshape_out: dict[str, Reshape] = reshapes(config.output) if config is not None else {}
         #: Moving average of run time (ms); starts high so an unmeasured model runs in a thread.
         self._run_ms = float("inf")
-        policy = BatchingPolicy.from_config(config) if self.settings.dynamic_batching else None
-        self._batcher = Batcher(policy, self._run, self._inline) if policy is not None else None
+        self._batcher: Batcher | None = None
+        if self.settings.dynamic_batching:  # the batcher's module is imported only by servers that batch
+            from adapters.onnx.batcher import Batcher, BatchingPolicy
+
+            policy = BatchingPolicy.from_config(config)
+            self._batcher = Batcher(policy, self._run, self._inline) if policy is not None else None
 
     def load(self) -> None:
         """Create the session (idempotent); a failure leaves the model not ready, with its reason."""
@@ -300,6 +306,8 @@ class OnnxBackend:
         if batcher is not None:
             started = time.perf_counter_ns()
             metadata, wanted, feeds = self._prepare(call)
+            from adapters.onnx.batcher import batch_key  # loaded with the batcher: a dictionary look-up
+
             key = batch_key(feeds, wanted)
             if key is not None:
                 prepared = time.perf_counter_ns()

@@ -12,11 +12,12 @@ import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from handler.observability.request_log import RequestLogSampler
+if TYPE_CHECKING:  # the sampler's module is imported only when request logging is on (handler/http.py)
+    from handler.observability.request_log import RequestLogSampler
 
 #: What ``span`` gives when nothing is traced: one reusable do-nothing context.
 _NO_SPAN: AbstractContextManager[Any] = nullcontext()

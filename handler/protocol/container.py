@@ -6,15 +6,19 @@ events at once loads its models once.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
-from adapters.triton.settings import TritonSettings
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.protocol.versions import parse_default_versions
+
+if TYPE_CHECKING:
+    from adapters.triton.settings import TritonSettings
 
 
 @cache
@@ -57,4 +61,14 @@ def build_dataplane(settings: Settings) -> DataPlane:
     )
     if settings.eager_load:
         repository.load_defaults()
-    return DataPlane(ModelRouter(repository, TritonSettings.from_env()), settings.server_name)
+    return DataPlane(ModelRouter(repository, _triton_settings()), settings.server_name)
+
+
+def _triton_settings() -> TritonSettings | None:
+    """Triton's settings when ``OIP_TRITON_URL`` is set; None otherwise (nothing can be forwarded without a URL,
+    and a deployment with no remote model does not import the Triton adapter at all)."""
+    if not os.environ.get("OIP_TRITON_URL"):
+        return None
+    from adapters.triton.settings import TritonSettings
+
+    return TritonSettings.from_env()

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from adapters.errors import ModelNotReady, V2Error
 from adapters.repository.labels import output_labels
 from adapters.repository.model_config import config_to_dict
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
-from adapters.triton.passthrough import Forwarded
 from adapters.types import InferCall, InferResult, ModelIndexEntry, ModelMetadata
 from handler import __version__
 from handler.protocol.classification import class_count, classify
 from handler.protocol.model_config import auto_config
 from handler.protocol.statistics import Statistics
 from handler.protocol.versions import VersionUsage
+
+if TYPE_CHECKING:
+    from adapters.triton.passthrough import Forwarded
 
 #: A transport that answers server metadata.
 Transport = Literal["rest", "grpc"]
