@@ -110,16 +110,24 @@ class PowertoolsTelemetry(Telemetry):
 def emf_line(namespace: str, observation: InferObservation) -> str:
     """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request."""
     failed = observation.status >= 400
-    directive, names = _emf_directive(namespace, observation.status if failed else None)
-    values = (1, 1, 1) if failed else (1, 0)
-    values += (observation.latency_ms, observation.bytes_in, observation.bytes_out)
-    document: dict[str, Any] = {
-        "_aws": {"Timestamp": time.time_ns() // 1_000_000, "CloudWatchMetrics": directive},
-        "model": observation.model,
-        "model_version": observation.version or "default",
-    }
-    document.update(zip(names, ([float(value)] for value in values), strict=True))
-    return orjson.dumps(document).decode() + "\n"
+    middle = _emf_middle(namespace, observation.status if failed else None, observation.model, observation.version)
+    # Everything but the timestamp and the three measured values is the same for every request of this model,
+    # version and outcome: it is serialised once (the values are finite floats, whose repr is JSON).
+    return (
+        f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000}{middle}{observation.latency_ms!r}],'
+        f'"RequestBytes":[{float(observation.bytes_in)!r}],"ResponseBytes":[{float(observation.bytes_out)!r}]}}\n'
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _emf_middle(namespace: str, error_status: int | None, model: str, version: str | None) -> str:
+    """The record from after its timestamp to its latency value, serialised by orjson."""
+    directive, names = _emf_directive(namespace, error_status)
+    counts = (1, 1, 1) if error_status is not None else (1, 0)
+    document = {"model": model, "model_version": version or "default"}
+    document.update(zip(names, ([float(count)] for count in counts), strict=False))
+    members = orjson.dumps(document).decode()[1:-1]
+    return f',"CloudWatchMetrics":{orjson.dumps(directive).decode()}}},{members},"{names[len(counts)]}":['
 
 
 @functools.lru_cache(maxsize=64)

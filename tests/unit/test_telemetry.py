@@ -29,13 +29,28 @@ def _powertools_line(observation: InferObservation, latency_ms: float) -> dict[s
     return json.loads(out.getvalue())
 
 
-@pytest.mark.parametrize(("status", "version"), [(200, "1"), (400, "2"), (503, None)])
-def test_emf_line_matches_powertools(status: int, version: str | None) -> None:
-    observation = InferObservation("iris", version, status, bytes_in=123, bytes_out=456)
+@pytest.mark.parametrize(
+    ("model", "status", "version", "bytes_in"),
+    [("iris", 200, "1", 123), ("iris", 400, "2", 123), ("iris", 503, None, 123), ('q"uo\\te\u00e9', 200, "7", 10**17)],
+)
+def test_emf_line_matches_powertools(model: str, status: int, version: str | None, bytes_in: int) -> None:
+    observation = InferObservation(model, version, status, bytes_in=bytes_in, bytes_out=456)
     ours = json.loads(emf_line("OIP", observation))
     theirs = _powertools_line(observation, ours["InferenceLatency"][0])
     assert abs(ours["_aws"].pop("Timestamp") - theirs["_aws"].pop("Timestamp")) < 5_000
     assert ours == theirs
+
+
+def test_emf_line_changes_with_the_outcome_and_the_values() -> None:
+    """The parts serialised once per model, version and outcome never carry one request's values to another."""
+    first = json.loads(emf_line("OIP", InferObservation("iris", "1", 200, bytes_in=1, bytes_out=2)))
+    second = json.loads(emf_line("OIP", InferObservation("iris", "1", 200, bytes_in=3, bytes_out=4)))
+    failed = json.loads(emf_line("OIP", InferObservation("iris", "1", 400, bytes_in=5, bytes_out=6)))
+    other = json.loads(emf_line("OTHER", InferObservation("iris", "2", 200)))
+    assert (first["RequestBytes"], first["ResponseBytes"]) == ([1.0], [2.0])
+    assert (second["RequestBytes"], second["ResponseBytes"]) == ([3.0], [4.0])
+    assert (failed["InferenceErrors"], failed["InferenceErrors400"], failed["RequestBytes"]) == ([1.0], [1.0], [5.0])
+    assert other["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "OTHER" and other["model_version"] == "2"
 
 
 def test_record_writes_one_line_to_stdout_at_call_time() -> None:
