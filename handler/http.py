@@ -15,7 +15,8 @@ import gc
 # No cyclic garbage collection during init: it makes some 100,000 objects (modules, classes, the app, the
 # sessions) that live as long as the container, and about 500 that are garbage, yet crosses the threshold of a
 # full collection, which scans them all (about 50 ms of the init here), besides the younger collections on the
-# way. At the end they are frozen (never scanned again) and collection resumes.
+# way. At the end they are frozen (never scanned again) and collection resumes (an init that raises leaves it
+# off, in a process Lambda then discards).
 _collecting = gc.isenabled()
 gc.disable()
 
