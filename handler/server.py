@@ -26,9 +26,8 @@ from handler.protocol.settings import GRPC_ADDRESS_ENV, Settings
 from handler.rest.app import create_app
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
-#: no event loop). Not onnxruntime (with its telemetry on, which a deployment may choose, its import starts a thread
-#: and a forked child that exits normally then aborts joining it; build_dataplane imports it) nor grpc (not
-#: fork-safe; imported when a worker starts its server).
+#: no event loop). Not grpc (not fork-safe; imported when a worker starts its server); onnxruntime only as
+#: ``onnxruntime_fork_safe`` says.
 FORK_SAFE_MODULES = (
     "adapters.onnx.batcher",
     "adapters.onnx.reshape",
@@ -40,13 +39,30 @@ FORK_SAFE_MODULES = (
 )
 
 
+#: The ONNX backend, and with it onnxruntime: preloaded when ``onnxruntime_fork_safe``.
+ONNX_BACKEND = "adapters.onnx.backend"
+
+
+def onnxruntime_fork_safe() -> bool:
+    """Whether onnxruntime may be imported before a fork: only with its telemetry off (``ORT_DISABLE_TELEMETRY=1``,
+    adapters/onnx's default). Its import then starts no thread, and forked children run sessions and exit cleanly;
+    with telemetry on (a deployment's choice) it starts an uploader thread and a forked child that exits normally
+    hangs or aborts (tests/component/test_serve_workers.py holds both). Any other value keeps it out."""
+    importlib.import_module("adapters.onnx")  # sets the default
+    return os.environ.get("ORT_DISABLE_TELEMETRY") == "1"
+
+
 def preload() -> None:
-    """Import ``FORK_SAFE_MODULES``, uvloop and Triton's config schema: what a supervisor does before forking."""
+    """Import ``FORK_SAFE_MODULES``, uvloop, Triton's config schema and, when ``onnxruntime_fork_safe``, the ONNX
+    backend with onnxruntime (30-60 ms a worker would otherwise spend after the fork): what a supervisor does before
+    forking."""
     for module in FORK_SAFE_MODULES:
         importlib.import_module(module)
     if find_spec("uvloop") is not None:
         importlib.import_module("uvloop")
     model_config_pb2()
+    if onnxruntime_fork_safe():
+        importlib.import_module(ONNX_BACKEND)
 
 
 def build_app(settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:

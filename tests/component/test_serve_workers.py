@@ -97,12 +97,16 @@ def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextmanager
-def serve(repository: Path, *args: str, probe: Callable[[str], bool] = _answers) -> Iterator[Served]:
-    """``oip serve`` until ``probe`` (default: an inference) succeeds; killed if a test leaves it running."""
+def serve(
+    repository: Path, *args: str, probe: Callable[[str], bool] = _answers, env: dict[str, str] | None = None
+) -> Iterator[Served]:
+    """``oip serve`` (in ``env``, default this process's) until ``probe`` (default: an inference) succeeds; killed
+    if a test leaves it running."""
     port = free_port()
     command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(repository)]
     command += ["--port", str(port), "--no-access-log", *args]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, env={**os.environ, "OIP_LOG_LEVEL": "warning"})
+    environment = {**(os.environ if env is None else env), "OIP_LOG_LEVEL": "warning"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment)
     served = Served(process, f"http://127.0.0.1:{port}", port)
     workers: set[int] = set()
     try:
@@ -230,12 +234,10 @@ def test_perf_analyzer_against_the_default_workers(iris_repository: Path) -> Non
     assert result.infer_per_second > 0
 
 
-def test_workers_are_forked_from_a_single_threaded_supervisor_without_onnxruntime_or_grpc(
-    iris_repository: Path,
-) -> None:
-    """The supervisor imported numpy and the app's modules (preload) but no onnxruntime, no grpc, and started no
-    thread, so forking it is safe; each worker loads onnxruntime and serves gRPC itself, with the signal
-    handlers of a fresh interpreter rather than the supervisor's."""
+def test_workers_are_forked_from_a_single_threaded_supervisor_without_grpc(iris_repository: Path) -> None:
+    """The supervisor imported numpy, the app's modules and (telemetry off, the default) onnxruntime (preload) but
+    no grpc, and started no thread, so forking it is safe; each worker opens its sessions and serves gRPC itself,
+    with the signal handlers of a fresh interpreter rather than the supervisor's."""
     import tritonclient.grpc as triton_grpc
 
     grpc_port = free_port()
@@ -244,7 +246,7 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_onnxruntim
         supervisor = served.process.pid
         assert _status(supervisor, "Threads") == "1"
         assert _mapped(supervisor, "_multiarray_umath"), "numpy was not preloaded in the supervisor"
-        assert not _mapped(supervisor, "onnxruntime_pybind11_state")
+        assert _mapped(supervisor, "onnxruntime_pybind11_state"), "onnxruntime was not preloaded"
         assert not _mapped(supervisor, "cygrpc")
         assert {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} <= _caught(supervisor)
         deadline = time.monotonic() + 30
@@ -259,12 +261,11 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_onnxruntim
         assert all(client.is_server_ready() for _ in range(10))
 
 
-def test_onnxruntime_is_not_fork_safe_after_import() -> None:
-    """Why the supervisor does not import onnxruntime: unless its telemetry is off, its import starts an uploader
-    thread, and a forked child that exits normally then hangs or aborts (joining a thread it does not have).
-    ``adapters/onnx`` turns the telemetry off, but a deployment may turn it on (``ORT_DISABLE_TELEMETRY=0``), so
-    onnxruntime stays out of the supervisor. The child runs as a deployment does: without the CI variables, with
-    which onnxruntime skips its telemetry by itself. If this fails, onnxruntime may join ``FORK_SAFE_MODULES``."""
+def test_with_its_telemetry_on_onnxruntime_is_not_fork_safe_after_import() -> None:
+    """Why the supervisor keeps onnxruntime out when a deployment turns its telemetry on (``ORT_DISABLE_TELEMETRY=0``):
+    its import starts an uploader thread, and a forked child that exits normally then hangs or aborts (joining a
+    thread it does not have). The child runs as a deployment does: without the CI variables, with which onnxruntime
+    skips its telemetry by itself. If this fails, onnxruntime may be preloaded whatever its telemetry."""
     child = """
 import os, signal, sys, time
 import numpy
@@ -298,9 +299,58 @@ print(threads, clean)
     assert int(clean) < 5, "five forked children exited cleanly: onnxruntime may now be imported before a fork"
 
 
-def test_the_preload_starts_no_thread_and_imports_neither_onnxruntime_nor_grpc() -> None:
+def test_with_its_telemetry_off_onnxruntime_is_fork_safe_after_import() -> None:
+    """Why the supervisor preloads onnxruntime by default: with ``ORT_DISABLE_TELEMETRY=1`` its import starts no
+    thread, and children forked after it open and run a session (with their own intra-op threads) and exit 0,
+    five times out of five. Without the CI variables, as a deployment runs."""
+    child = """
+import os, signal, sys, time
+import numpy
+import onnxruntime
+time.sleep(0.5)  # with telemetry on, the uploader's thread starts by now
+threads = len(os.listdir("/proc/self/task"))
+clean = 0
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 2
+        session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
+        outputs = session.run(None, {session.get_inputs()[0].name: numpy.ones((1, 4), numpy.float32)})
+        sys.exit(0 if outputs else 1)
+    deadline = time.monotonic() + 10
+    while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not outcome[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
+print(threads, clean)
+"""
+    quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    env.update(ORT_DISABLE_TELEMETRY="1", OPENBLAS_NUM_THREADS="1")
+    model = str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx")
+    result = subprocess.run(
+        [sys.executable, "-c", child, model], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.split() == ["1", "5"], result.stderr
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "loaded"),
+    [
+        (None, "fastapi,numpy,onnxruntime,uvloop"),
+        ("1", "fastapi,numpy,onnxruntime,uvloop"),
+        ("0", "fastapi,numpy,uvloop"),
+    ],
+)
+def test_the_preload_starts_no_thread_and_imports_onnxruntime_only_with_its_telemetry_off(
+    telemetry: str | None, loaded: str
+) -> None:
     """What ``oip serve``'s supervisor imports before forking leaves it single-threaded (OpenBLAS held to one
-    thread while numpy loads), with the environment as it was given."""
+    thread while numpy loads), with the environment as it was given; onnxruntime is among it unless a deployment
+    turned its telemetry on, grpc and websockets never."""
     child = """
 import os, sys
 from handler.cli.serve import _preload
@@ -308,10 +358,30 @@ _preload()
 loaded = sorted(m for m in ("numpy", "fastapi", "uvloop", "onnxruntime", "grpc", "websockets") if m in sys.modules)
 print(len(os.listdir("/proc/self/task")), ",".join(loaded), os.environ.get("OPENBLAS_NUM_THREADS"))
 """
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    quiet = ("OPENBLAS_NUM_THREADS", "ORT_DISABLE_TELEMETRY", "CI", "TF_BUILD", "GITHUB_ACTIONS")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    if telemetry is not None:
+        env["ORT_DISABLE_TELEMETRY"] = telemetry
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "fastapi,numpy,uvloop", "None"]
+    assert result.stdout.split() == ["1", loaded, "None"]
+
+
+def test_with_telemetry_on_the_workers_import_onnxruntime_themselves(iris_repository: Path, tmp_path: Path) -> None:
+    """A deployment that turns onnxruntime's telemetry on gets a supervisor without onnxruntime (safe to fork)
+    and workers that import it, and serve, as before."""
+    quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    env.update(ORT_DISABLE_TELEMETRY="0", HOME=str(tmp_path))  # the uploader writes its store under $HOME
+    with serve(iris_repository, "--workers", "2", env=env) as served:
+        workers = _wait_for_workers(served)
+        assert _status(served.process.pid, "Threads") == "1"
+        assert not _mapped(served.process.pid, "onnxruntime_pybind11_state")
+        deadline = time.monotonic() + 30
+        while not all(_mapped(pid, "onnxruntime_pybind11_state") for pid in workers):
+            assert time.monotonic() < deadline, "a worker did not import onnxruntime"
+            time.sleep(0.2)
+        assert all(_answers(served.url) for _ in range(4))
 
 
 def test_ready_only_once_every_model_is_loaded() -> None:
