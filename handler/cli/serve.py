@@ -2,24 +2,32 @@
 
 With more than one worker, uvicorn's supervisor forks its workers from a process that has already imported the
 app's modules (as gunicorn's ``--preload``) instead of spawning fresh interpreters that import them again each:
-see ``preload_and_fork``.
+see ``preload_and_fork``. The port listens from the start, before those imports (``listen``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import inspect
 import logging
 import math
 import multiprocessing
 import os
 import signal
+import socket
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handler.cli.errors import CliError
 
+if TYPE_CHECKING:
+    from uvicorn import Config
+
+#: uvicorn's exit code for a server that did not start (``uvicorn.main.STARTUP_FAILURE``).
+STARTUP_FAILURE = 3
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
 logger = logging.getLogger(__name__)
 
@@ -64,10 +72,9 @@ def serve(args: argparse.Namespace) -> int:
     # The workers' statistics counters live in files here, so a statistics request sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
         os.environ[STATS_DIR_ENV] = stats_dir
-        import_without_collection(args.workers)
         import uvicorn
 
-        uvicorn.run(
+        config = uvicorn.Config(
             "handler.server:app_from_env",
             factory=True,
             host=args.host,
@@ -78,14 +85,44 @@ def serve(args: argparse.Namespace) -> int:
             access_log=args.access_log,
             timeout_graceful_shutdown=math.ceil(args.drain_timeout),
         )
-    return 0
+        sock = listen(config)
+        import_without_collection(args.workers)
+        return run(config, sock)
+
+
+def listen(config: Config) -> socket.socket:
+    """The HTTP socket, bound and listening before anything else is imported, as gunicorn's arbiter listens before
+    it forks: a client that connects while the workers start waits in the backlog and is answered by the first
+    worker that serves, instead of being refused and retrying (uvicorn binds the port but leaves ``listen`` to the
+    workers' ``create_server``). Answers, /v2/health/ready's included, still come only from a worker whose models
+    are loaded. A port in use ends ``oip serve`` here, before the imports, with uvicorn's message and exit code (3)."""
+    sock: socket.socket = config.bind_socket()
+    sock.listen(config.backlog)
+    return sock
+
+
+def run(config: Config, sock: socket.socket) -> int:
+    """What ``uvicorn.run`` does with a bound socket: its supervisor forks ``config.workers`` workers sharing it,
+    or, with one worker, the server runs here; 3 (uvicorn's ``STARTUP_FAILURE``) when that server did not start."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    server = uvicorn.Server(config)
+    if config.workers > 1:
+        # uvicorn 0.30 (the lowest pyproject allows) takes the target, Server.run; the locked 0.54 makes its own.
+        target = {"target": server.run} if "target" in inspect.signature(Multiprocess).parameters else {}
+        Multiprocess(config, sockets=[sock], **target).run()
+        return 0
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])
+    return 0 if server.started else STARTUP_FAILURE
 
 
 def import_without_collection(workers: int) -> None:
     """Import what a worker needs before its first answer, here (``preload_and_fork`` with several workers),
     without cyclic garbage collection; then freeze what was made and let collection resume.
 
-    The imports make some 70,000 objects that live as long as the process and little garbage, yet cost about 150
+    The imports make some 100,000 objects that live as long as the process and little garbage, yet cost about 150
     collections, one of them full (45-80 ms of a start on this project's 2-core machine). Python's ``gc``
     documentation gives the recipe for a process that forks without exec: collection disabled early in the parent,
     objects frozen right before the fork (a child's collections then never scan, nor copy on write, the pages of

@@ -415,3 +415,38 @@ print(preload_and_fork(), _subprocess.spawn.get_start_method())
 """
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
     assert result.stdout.split() == ["True", "fork"], result.stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_client_that_connects_while_oip_serve_starts_waits_and_is_answered(
+    iris_repository: Path, workers: str
+) -> None:
+    """The port listens before ``oip serve`` imports anything heavy (``handler.cli.serve.listen``): the first
+    connection is accepted before a worker exists (2 workers) or before onnxruntime is loaded (1), waits in the
+    backlog instead of being refused, and its readiness request is answered 200 once a worker serves, models
+    loaded. (uvicorn alone binds the port but listens only when a worker starts serving.)"""
+    port = free_port()
+    command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(iris_repository)]
+    command += ["--port", str(port), "--no-access-log", "--workers", workers]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env={**os.environ, "OIP_LOG_LEVEL": "warning"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=60)
+                break
+            except ConnectionRefusedError:
+                assert process.poll() is None and time.monotonic() < deadline, "oip serve never listened"
+                time.sleep(0.005)
+        starting = {
+            "children": Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split(),
+            "onnxruntime": _mapped(process.pid, "onnxruntime_pybind11_state"),
+        }
+        with client:
+            client.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: oip\r\nConnection: close\r\n\r\n")
+            answer = client.makefile("rb").readline()
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        assert starting == {"children": [], "onnxruntime": False}
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
