@@ -53,6 +53,9 @@ TOOLS: dict[str, Tool] = {
     "awslambdaric": Tool(("awslambdaric==4.2.2", "boto3==1.44.5"), python="3.12"),
     # MLServer, whose own codecs and types check ours (it predates pandas 3's str dtype).
     "mlserver": Tool(("mlserver==1.7.1", "pandas<3")),
+    # KServe's Python SDK clients (InferenceRESTClient, InferenceGRPCClient), which pin their own fastapi, pydantic,
+    # grpcio, protobuf and numpy (tests/kserve_env.py). No storage extra: the clients need none.
+    "kserve": Tool(("kserve==0.21.0",)),
     # perf_analyzer ships in the tritonclient 2.51.0 wheel (newer ones need a newer glibc), with the CUDA runtime
     # library it links (bench/perf_analyzer.py).
     "perf_analyzer": Tool(("tritonclient==2.51.0", "nvidia-cuda-runtime-cu12")),
