@@ -1,8 +1,9 @@
 """KServe V1 / TF Serving REST: model status and ``:predict`` in the row and columnar formats.
 
-``GET /v1/models`` (KServe's list), ``GET /v1/models/{m}[/versions/{v}]`` (KServe's ``{"name", "ready"}`` and TF
-Serving's ``model_version_status`` in one document; 200 when ready, 503 otherwise), ``POST
-/v1/models/{m}[/versions/{v}]:predict``. Starlette matches the literal ``:predict`` after the ``{m}`` parameter.
+``GET /`` (KServe's liveness, ``{"status": "alive"}``), ``GET /v1/models`` (KServe's list), ``GET
+/v1/models/{m}[/versions/{v}]`` (KServe's ``{"name", "ready"}`` and TF Serving's ``model_version_status`` in one
+document; 200 when ready, 503 otherwise), ``POST /v1/models/{m}[/versions/{v}]:predict``. Starlette matches the
+literal ``:predict`` after the ``{m}`` parameter.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def add_v1_routes(
     app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, catalog: VersionCatalog
 ) -> None:
     """The V1 routes, on every server and on Lambda."""
+
+    @route(app, "GET", "/", tags=["v1"])
+    async def live() -> Response:
+        """KServe's V1 liveness: its model server answers ``{"status": "alive"}`` here, and its SDK's
+        ``InferenceRESTClient.is_server_live`` (protocol v1) reads nothing else."""
+        return json_response({"status": "alive"})  # as /v2/health/live: the process answers, so it is alive
 
     @route(app, "GET", "/v1/models", tags=["v1"])
     async def list_models() -> Response:

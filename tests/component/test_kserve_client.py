@@ -535,3 +535,38 @@ def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSes
     with pytest.raises(KServeRaised) as grpc:
         kserve.run(BIG, url=served.grpc, rest=False, rows=5_000_000)
     assert grpc.value.code == "RESOURCE_EXHAUSTED" and "over the limit of 67108864 bytes" in grpc.value.message
+
+
+# --- protocol v1 (RESTConfig's default) -------------------------------------------------------------------------------
+
+V1 = """
+client = kserve.InferenceRESTClient(kserve.RESTConfig(timeout=30, retries=0))  # protocol="v1" by default
+try:
+    found = {"live": await client.is_server_live(url), "ready": await client.is_model_ready(url, "iris"),
+             "predict": await client.infer(url, {"instances": rows}, model_name="iris")}
+    try:
+        await client.is_model_ready(url, "no_such_model")
+    except Exception as exc:
+        found["unknown"] = [exc.response.status_code, str(exc)]
+    return found
+finally:
+    await client.close()
+"""
+
+
+def test_v1_liveness_readiness_and_predict(
+    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+) -> None:
+    """No text in ../shared/spec defines V1 liveness: KServe's client reads it from ``GET /`` as ``{"status":
+    "alive"}`` (``is_server_live``: ``response.json().get("status").lower() == "alive"``), which KServe's own model
+    server answers (python/kserve/kserve/protocol/rest/server.py: ``root_router.add_api_route(r"/",
+    self.dataplane.live)``; dataplane.py: ``return {"status": "alive"}``). We answered 404 there."""
+    found = kserve.run(V1, url=served.rest, rows=IRIS.tolist())
+    assert found["live"] is True and found["ready"] is True
+    predictions = found["predict"]["predictions"]
+    assert np.array_equal(
+        np.array([p["probabilities"] for p in predictions], np.float32), iris_expected["probabilities"]
+    )
+    assert np.array_equal(np.array([p["label"] for p in predictions]), iris_expected["label"])
+    status, message = found["unknown"]
+    assert status == 404 and "unknown model 'no_such_model'" in message
