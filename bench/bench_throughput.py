@@ -1,6 +1,6 @@
 """Throughput under NVIDIA's perf_analyzer: the floor, ``oip serve`` and a real tritonserver, side by side in one run.
 
-    python -m bench.bench_throughput [--seconds 3] [--concurrency 1,2,4,8] [--protocols http,grpc]
+    python -m bench.bench_throughput [--seconds 3] [--concurrency 1,2,4,8] [--protocols http,grpc[,grpc-stream]]
                                      [--servers floor,oip,triton]
 
 One server at a time (started anew for each protocol) on 127.0.0.1, the client on the same cores, all serving
@@ -11,7 +11,9 @@ One server at a time (started anew for each protocol) on 127.0.0.1, the client o
 - triton: tritonserver 2.51 from the nvidia-pytriton wheel, a Python-backend model running the ONNX file
   (``dynamic_batching {}``), started as the Triton forwarding tests start it.
 
-perf_analyzer (``bench/perf_analyzer.py``) sends binary tensors of zeros, batch 1, at each concurrency for about
+``grpc-stream`` (not run unless asked) is gRPC through Triton's streaming RPC, ``ModelStreamInfer`` (perf_analyzer's
+``--streaming``), which the floor's servicer does not serve. perf_analyzer (``bench/perf_analyzer.py``) sends binary
+tensors of zeros, batch 1, at each concurrency for about
 ``--seconds`` (three measurement windows within 20 % of each other; on a busy machine, a second try takes
 any three). The table gives infer/s with p50 / p99 latency, and the ratios
 of our infer/s to the floor's and to Triton's.
@@ -43,7 +45,9 @@ from tests import onnx_models
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "small"
 SERVERS = ("floor", "oip", "triton")
-PROTOCOLS = ("http", "grpc")
+PROTOCOLS = ("http", "grpc", "grpc-stream")
+#: ``--protocols`` when not given.
+DEFAULT_PROTOCOLS = ("http", "grpc")
 #: Stability percentage of a second try after an unstable first one: any three windows pass (marked ~ in the table).
 UNSTABLE = 1000
 SMALL_CONFIG = """max_batch_size: 64
@@ -176,13 +180,19 @@ def serve(server: str, protocol: str, repositories: tuple[Path, Path], workdir: 
 Results = dict[tuple[str, str, int], Measurement | str]
 
 
+def _transport(protocol: str) -> str:
+    """The server's transport for one of PROTOCOLS."""
+    return "grpc" if protocol == "grpc-stream" else protocol
+
+
 def _point(tool: PerfAnalyzer, url: str, protocol: str, level: int, interval_ms: int) -> Measurement | str:
     """One measurement; on a machine too busy for 20 % stability, the average of three windows whatever they say."""
+    extra = ("--streaming",) if protocol == "grpc-stream" else ()
     try:
         try:
-            return measure(tool, url, MODEL, protocol, level, interval_ms)
+            return measure(tool, url, MODEL, _transport(protocol), level, interval_ms, extra=extra)
         except UnstableError:
-            return measure(tool, url, MODEL, protocol, level, interval_ms, stability=UNSTABLE)
+            return measure(tool, url, MODEL, _transport(protocol), level, interval_ms, UNSTABLE, extra)
     except PerfAnalyzerError as error:
         return str(error)
 
@@ -196,7 +206,7 @@ def run(tool: PerfAnalyzer, servers: list[str], protocols: list[str], levels: li
         repositories = build_repositories(workdir / "repositories")
         for server in servers:
             for protocol in protocols:
-                with serve(server, protocol, repositories, workdir) as url:
+                with serve(server, _transport(protocol), repositories, workdir) as url:
                     for level in levels:
                         point = _point(tool, url, protocol, level, interval_ms)
                         results[server, protocol, level] = point
@@ -251,7 +261,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3, help="per point: three windows of a third each")
     parser.add_argument("--concurrency", type=lambda t: [int(n) for n in t.split(",")], default=[1, 2, 4, 8])
-    parser.add_argument("--protocols", type=lambda t: _names(t, PROTOCOLS), default=list(PROTOCOLS))
+    parser.add_argument("--protocols", type=lambda t: _names(t, PROTOCOLS), default=list(DEFAULT_PROTOCOLS))
     parser.add_argument("--servers", type=lambda t: _names(t, SERVERS), default=list(SERVERS))
     args = parser.parse_args()
     try:

@@ -2,13 +2,18 @@
 
 It uses the generated modules that ship with tritonclient (``tritonclient.grpc.service_pb2`` and
 ``service_pb2_grpc``: the ``inference`` package of the V2 proto, of which Triton's is a superset), so
-``tritonclient.grpc`` clients work unchanged. grpcio is an optional dependency (``oip-serverless[grpc]``),
+``tritonclient.grpc`` clients work unchanged. Besides the V2 RPCs it serves Triton's ``ModelStreamInfer``
+(tritonclient's ``start_stream`` / ``async_stream_infer``, perf_analyzer's ``--streaming``): one response per request
+of the stream, which needs no state between requests. grpcio is an optional dependency (``oip-serverless[grpc]``),
 imported only when the gRPC server is started.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Final
 
 from adapters.errors import V2Error
 from handler.codecs.content_types.bridge import decode_content_types, encode_content_types
@@ -16,6 +21,11 @@ from handler.grpc.codec import decode_infer_request, encode_infer_response
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.protocol.status import GRPC_STATUS
+
+logger = logging.getLogger(__name__)
+
+#: Requests of one ``ModelStreamInfer`` stream running at once; the stream reads no further until one is answered.
+STREAM_WINDOW: Final = 64
 
 
 def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
@@ -29,6 +39,24 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
             return await work
         except V2Error as exc:
             await context.abort(getattr(grpc.StatusCode, GRPC_STATUS[exc.code]), exc.message)
+
+    async def infer(request: Any) -> Any:
+        name, version = request.model_name, request.model_version or None
+        call = decode_infer_request(request, settings.max_tensor_bytes)
+        call, plan = await decode_content_types(dataplane, name, version, call)
+        result = encode_content_types(await dataplane.infer(name, version, call), plan)
+        return encode_infer_response(result, service_pb2)
+
+    async def stream_answer(request: Any) -> Any:
+        try:
+            return service_pb2.ModelStreamInferResponse(infer_response=await infer(request))
+        except V2Error as exc:
+            return service_pb2.ModelStreamInferResponse(error_message=exc.message)
+        except Exception:
+            logger.exception("unhandled error in ModelStreamInfer for model '%s'", request.model_name)
+            return service_pb2.ModelStreamInferResponse(
+                error_message="internal server error; the server log has the details"
+            )
 
     class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
         async def ServerLive(self, request: Any, context: Any) -> Any:
@@ -75,14 +103,32 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
             return json_format.ParseDict({"model_stats": documents}, service_pb2.ModelStatisticsResponse())
 
         async def ModelInfer(self, request: Any, context: Any) -> Any:
-            async def infer() -> Any:
-                name, version = request.model_name, request.model_version or None
-                call = decode_infer_request(request, settings.max_tensor_bytes)
-                call, plan = await decode_content_types(dataplane, name, version, call)
-                result = encode_content_types(await dataplane.infer(name, version, call), plan)
-                return encode_infer_response(result, service_pb2)
+            return await guard(context, infer(request))
 
-            return await guard(context, infer())
+        async def ModelStreamInfer(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+            """Triton's streaming inference: each request of the stream gets one response, in the order the
+            requests came, each run as soon as it arrives; a failed request is answered with its
+            ``error_message`` and the stream goes on, as Triton does."""
+            answers: asyncio.Queue[asyncio.Future[Any] | None] = asyncio.Queue(STREAM_WINDOW)
+
+            async def read() -> None:
+                try:
+                    async for request in requests:
+                        await answers.put(asyncio.ensure_future(stream_answer(request)))
+                finally:
+                    await answers.put(None)
+
+            reader = asyncio.ensure_future(read())
+            try:
+                while (answer := await answers.get()) is not None:
+                    yield await answer
+                await reader  # a broken stream ends the call with its error
+            finally:
+                reader.cancel()
+                while not answers.empty():
+                    pending = answers.get_nowait()
+                    if pending is not None:
+                        pending.cancel()
 
     server = grpc.aio.server(
         options=[

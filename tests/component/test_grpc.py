@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -113,3 +115,71 @@ def test_typed_contents_out_of_range_is_invalid(grpc_url: str) -> None:
         service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "out of range for INT8" in info.value.details()
+
+
+def _simple_inputs(datatype: str = "INT32", shape: tuple[int, ...] = (1, 16)) -> list[triton_grpc.InferInput]:
+    inputs = []
+    for name, values in (("INPUT0", np.arange(16)), ("INPUT1", np.full(16, 2))):
+        item = triton_grpc.InferInput(name, list(shape), datatype)
+        item.set_data_from_numpy(values.reshape(shape).astype(np.float32 if datatype == "FP32" else np.int32))
+        inputs.append(item)
+    return inputs
+
+
+def test_stream_infer_answers_each_request_and_goes_on_after_an_error(grpc_url: str) -> None:
+    """Triton's streaming inference, with tritonclient's own stream: "the GRPC API adds a streaming version of
+    the inference API to allow a sequence of inference requests to be sent over the same GRPC stream ... and may
+    be used by requests that do not specify a sequence_id. The ModelInferRequest is the same as for the ModelInfer
+    API." A ModelStreamInferResponse's ``error_message``: "The empty message indicates the inference was
+    successful without errors." """
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = triton_grpc.InferenceServerClient(grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        client.async_stream_infer("simple", _simple_inputs(), request_id="s1")
+        client.async_stream_infer("simple", _simple_inputs("FP32"), request_id="s2")  # refused alone
+        client.async_stream_infer("absent", _simple_inputs(), request_id="s3")
+        client.async_stream_infer("simple", _simple_inputs(), request_id="s4")
+        got = [answers.get(timeout=30) for _ in range(4)]
+    finally:
+        client.stop_stream()
+    (first, no_error), (none2, wrong_type), (none3, unknown), (last, no_error4) = got
+    assert no_error is None and no_error4 is None and none2 is None and none3 is None
+    assert [first.get_response().id, last.get_response().id] == ["s1", "s4"]  # in the order the requests came
+    assert first.as_numpy("OUTPUT0").tolist() == [[i + 2 for i in range(16)]]
+    assert last.as_numpy("OUTPUT1").tolist() == [[i - 2 for i in range(16)]]
+    assert "has datatype FP32" in wrong_type.message()
+    assert "unknown model 'absent'" in unknown.message()
+
+
+def test_stream_infer_runs_many_requests_on_one_stream(grpc_url: str) -> None:
+    """More requests than the server runs at once on a stream (its window), each answered with its own id."""
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = triton_grpc.InferenceServerClient(grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    count = 150
+    try:
+        for index in range(count):
+            client.async_stream_infer("simple", _simple_inputs(), request_id=f"r{index}")
+        got = [answers.get(timeout=60) for _ in range(count)]
+    finally:
+        client.stop_stream()
+    assert all(error is None for _, error in got)
+    assert [result.get_response().id for result, _ in got] == [f"r{index}" for index in range(count)]
+
+
+def test_stream_infer_with_the_raw_stub(grpc_url: str) -> None:
+    """The RPC itself: one ModelStreamInferResponse per ModelInferRequest, the model's version in it."""
+    requests = []
+    for request_id in ("a", "b"):
+        request = service_pb2.ModelInferRequest(model_name="simple", id=request_id)
+        for name in ("INPUT0", "INPUT1"):
+            request.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+            request.raw_input_contents.append(np.ones(16, np.int32).tobytes())
+        requests.append(request)
+    with grpc.insecure_channel(grpc_url) as channel:
+        responses = list(service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelStreamInfer(iter(requests)))
+    assert [(r.error_message, r.infer_response.id, r.infer_response.model_version) for r in responses] == [
+        ("", "a", "1"),
+        ("", "b", "1"),
+    ]

@@ -14,10 +14,12 @@ from tests.component.triton_parity.conftest import Server
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_perf_analyzer_measures_simple(server: Server, protocol: str) -> None:
+@pytest.mark.parametrize(("protocol", "extra"), [("http", ()), ("grpc", ()), ("grpc", ("--streaming",))])
+def test_perf_analyzer_measures_simple(server: Server, protocol: str, extra: tuple[str, ...]) -> None:
+    """``--streaming`` drives Triton's ModelStreamInfer (gRPC only)."""
     url = server.http if protocol == "http" else server.grpc
-    result = measure(perf_analyzer(), url, "simple", protocol, concurrency=2, interval_ms=1000, stability=50)
+    result = measure(perf_analyzer(), url, "simple", protocol, concurrency=2, interval_ms=1000, stability=50,
+                     extra=extra)  # fmt: skip
     assert result.infer_per_second > 50 and 0 < result.p50_us <= result.p99_us
 
 
