@@ -20,6 +20,7 @@ from handler.codecs.content_types.bridge import decode_content_types, encode_con
 from handler.grpc.codec import decode_infer_request, encode_infer_response
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
+from handler.protocol.stateful import not_honoured
 from handler.protocol.status import GRPC_STATUS
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,24 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
                 error_message="internal server error; the server log has the details"
             )
 
+    def refusing(extension: str) -> Any:
+        """A servicer method for an RPC of one of Triton's stateful extensions: UNIMPLEMENTED, saying why."""
+
+        async def refuse(self: Any, request: Any, context: Any) -> Any:
+            error = not_honoured(extension)
+            await context.abort(getattr(grpc.StatusCode, GRPC_STATUS[error.code]), error.message)
+
+        return refuse
+
     class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+        RepositoryModelLoad = RepositoryModelUnload = refusing("model_repository")
+        SystemSharedMemoryStatus = SystemSharedMemoryRegister = SystemSharedMemoryUnregister = refusing(
+            "system_shared_memory"
+        )
+        CudaSharedMemoryStatus = CudaSharedMemoryRegister = CudaSharedMemoryUnregister = refusing("cuda_shared_memory")
+        TraceSetting = refusing("trace")
+        LogSettings = refusing("logging")
+
         async def ServerLive(self, request: Any, context: Any) -> Any:
             return service_pb2.ServerLiveResponse(live=dataplane.live())
 

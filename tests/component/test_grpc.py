@@ -183,3 +183,29 @@ def test_stream_infer_with_the_raw_stub(grpc_url: str) -> None:
         ("", "a", "1"),
         ("", "b", "1"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("call", "arguments", "phrase"),
+    [
+        ("load_model", ("simple",), "cannot be loaded or unloaded on request"),
+        ("unload_model", ("simple",), "cannot be loaded or unloaded on request"),
+        ("get_system_shared_memory_status", (), "system shared memory is not supported"),
+        ("register_system_shared_memory", ("region", "/oip-test", 16), "send tensors in the request"),
+        ("unregister_system_shared_memory", (), "system shared memory is not supported"),
+        ("get_cuda_shared_memory_status", (), "CUDA shared memory is not supported"),
+        ("unregister_cuda_shared_memory", (), "CUDA shared memory is not supported"),
+        ("get_trace_settings", (), "trace extension is not served"),
+        ("get_log_settings", (), "log settings are fixed at start-up"),
+        ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
+    ],
+)
+def test_triton_stateful_extensions_are_unimplemented_with_a_reason(
+    grpc_url: str, call: str, arguments: tuple[object, ...], phrase: str
+) -> None:
+    """The same refusals over gRPC: UNIMPLEMENTED with our reason, not grpcio's "Method not implemented!"."""
+    client = triton_grpc.InferenceServerClient(grpc_url)
+    with pytest.raises(InferenceServerException) as info:
+        getattr(client, call)(*arguments)
+    assert phrase in info.value.message()
+    assert info.value.status() == "StatusCode.UNIMPLEMENTED"

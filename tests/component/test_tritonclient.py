@@ -101,3 +101,34 @@ def test_asyncio_client(live_server: LiveServer) -> None:
             await client.close()
 
     assert anyio.run(run).tolist() == [1.5, 2.5]
+
+
+STATEFUL_CALLS = [
+    # (tritonclient call, its arguments, a phrase of our answer), the same names in tritonclient.http and .grpc
+    ("load_model", ("simple",), "cannot be loaded or unloaded on request"),
+    ("unload_model", ("simple",), "cannot be loaded or unloaded on request"),
+    ("get_system_shared_memory_status", (), "system shared memory is not supported"),
+    ("register_system_shared_memory", ("region", "/oip-test", 16), "send tensors in the request"),
+    ("unregister_system_shared_memory", (), "system shared memory is not supported"),
+    ("get_cuda_shared_memory_status", (), "CUDA shared memory is not supported"),
+    ("unregister_cuda_shared_memory", (), "CUDA shared memory is not supported"),
+    ("get_trace_settings", (), "trace extension is not served"),
+    ("update_trace_settings", ("simple", {"trace_level": ["TIMESTAMPS"]}), "trace extension is not served"),
+    ("get_log_settings", (), "log settings are fixed at start-up"),
+    ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
+]
+
+
+@pytest.mark.parametrize(("call", "arguments", "phrase"), STATEFUL_CALLS)
+def test_triton_stateful_extensions_are_refused_with_a_reason(
+    triton: triton_http.InferenceServerClient, call: str, arguments: tuple[object, ...], phrase: str
+) -> None:
+    """Triton's extensions that keep state between requests (model control, shared memory, trace and log
+    settings) are not listed in the server metadata's extensions, and a client written for Triton that calls them
+    is told why and what to do instead (501), not "no such endpoint"."""
+    with pytest.raises(InferenceServerException) as info:
+        getattr(triton, call)(*arguments)
+    assert phrase in info.value.message()
+    assert info.value.status() == "501"
+    extensions = triton.get_server_metadata()["extensions"]
+    assert not {"system_shared_memory", "cuda_shared_memory", "trace", "logging", "model_repository"} & set(extensions)
