@@ -110,7 +110,10 @@ def _numbers(datatype: str, array: simdjson.Array) -> np.ndarray:
         raise _Undecided from exc
     dtype = numpy_dtype(datatype)
     if code == "d":
-        return flat.astype(np.float32).astype(dtype) if datatype == "BF16" else flat.astype(dtype)
+        if datatype == "FP64":
+            return flat.astype(dtype)
+        with np.errstate(over="ignore"):  # past the type's range: inf, as decode_json_data makes it
+            return flat.astype(np.float32).astype(dtype) if datatype == "BF16" else flat.astype(dtype)
     if dtype.itemsize == 8:
         return flat
     info = np.iinfo(dtype)

@@ -286,3 +286,25 @@ def test_binary_extension_header_is_parsed_alone() -> None:
     assert document is not None and isinstance(document["inputs"][0]["data"], JsonTensor)
     call = decode_infer_request(body, len(header), LIMIT)
     assert call.inputs[0].data.tolist() == [0.25] * 9000 and call.inputs[1].data.tolist() == [7, -7]
+
+
+@pytest.mark.parametrize(
+    ("datatype", "data", "expected"),
+    [
+        ("FP16", "[65520, -1e6, 1.5]", [np.inf, -np.inf, 1.5]),
+        ("FP32", "[1e39, -3.5e38, 2.0]", [np.inf, -np.inf, 2.0]),
+        ("BF16", "[1e39, 1.0]", [np.inf, 1.0]),
+    ],
+)
+def test_a_number_past_the_types_range_is_infinity_without_a_warning(
+    datatype: str, data: str, expected: list[float]
+) -> None:
+    """As Triton's C cast makes it, on both decoders; numpy's overflow warning is neither printed nor raised (this
+    suite turns warnings into errors: hypothesis once found FP16 65520 answered 500 this way)."""
+    body = _body([(datatype, [len(expected)], data)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fast = decode_infer_document(load_infer_json(body, min_bytes=0))
+        plain = decode_infer_document(load_json_object(body))
+    for call in (fast, plain):
+        assert call.inputs[0].data.astype(np.float64).tolist() == expected
