@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
 from adapters.datatypes import element_size
 from adapters.errors import InvalidInput
@@ -21,8 +20,8 @@ from handler.codecs.binary_data import (
     BINARY_DATA_SIZE,
     decode_binary_data,
 )
+from handler.codecs.envelope import Envelope, Input, envelope
 from handler.codecs.json_fast import decode_tensor_data, load_infer_json
-from handler.codecs.schemas import InferenceRequest, RequestInput
 from handler.protocol.checks import (
     check_has_inputs,
     check_one_data_form,
@@ -31,15 +30,6 @@ from handler.protocol.checks import (
     check_unique_outputs,
 )
 from handler.protocol.limits import check_allocation, element_count
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """A one-line summary of pydantic errors: ``inputs.0.shape.1: Input should be ...``."""
-    parts = []
-    for error in exc.errors(include_url=False)[:5]:
-        location = ".".join(str(part) for part in error["loc"]) or "body"
-        parts.append(f"{location}: {error['msg']}")
-    return "invalid inference request: " + "; ".join(parts)
 
 
 def load_json_object(data: bytes | memoryview, what: str = "request body") -> dict[str, Any]:
@@ -53,7 +43,7 @@ def load_json_object(data: bytes | memoryview, what: str = "request body") -> di
     return parsed
 
 
-def _binary_size(item: RequestInput) -> int | None:
+def _binary_size(item: Input) -> int | None:
     size = (item.parameters or {}).get(BINARY_DATA_SIZE)
     if size is None:
         return None
@@ -62,7 +52,7 @@ def _binary_size(item: RequestInput) -> int | None:
     return size
 
 
-def _decode_input(item: RequestInput, binary: memoryview, offset: int, limit: int) -> tuple[Tensor, int]:
+def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> tuple[Tensor, int]:
     check_tensor_header(item.name, item.datatype, item.shape, limit)
     size = _binary_size(item)
     check_one_data_form(item.name, item.data is not None, size is not None)
@@ -80,7 +70,7 @@ def _decode_input(item: RequestInput, binary: memoryview, offset: int, limit: in
     return Tensor(item.name, item.datatype, tuple(item.shape), data, parameters), offset
 
 
-def _requested_outputs(request: InferenceRequest) -> tuple[RequestedOutput, ...]:
+def _requested_outputs(request: Envelope) -> tuple[RequestedOutput, ...]:
     outputs: list[RequestedOutput] = []
     check_unique_outputs(item.name for item in request.outputs or ())
     for item in request.outputs or ():
@@ -112,10 +102,7 @@ def decode_infer_document(
 ) -> InferCall:
     """Decode an already-parsed ``$inference_request`` (plus binary tensor bytes, if any)."""
     binary = binary if binary is not None else memoryview(b"")
-    try:
-        request = InferenceRequest.model_validate(document)
-    except ValidationError as exc:
-        raise InvalidInput(describe_validation_error(exc)) from None
+    request = envelope(document)
     check_has_inputs(len(request.inputs))
     check_unique_inputs(item.name for item in request.inputs)
     tensors: list[Tensor] = []
