@@ -66,3 +66,26 @@ def test_parser_defaults() -> None:
     assert (args.model_repository, args.host, args.port) == ("/x", "0.0.0.0", 9)
     with pytest.raises(SystemExit):
         build_parser().parse_args([])
+
+
+@pytest.mark.parametrize(
+    ("env", "flag", "logged"),
+    [({}, None, False), ({"OIP_ACCESS_LOG": "1"}, None, True), ({}, "--access-log", True),
+     ({"OIP_ACCESS_LOG": "1"}, "--no-access-log", False)],
+)  # fmt: skip
+def test_a_line_per_request_only_when_asked(env: dict[str, str], flag: str | None, logged: bool) -> None:
+    """Off by default, as in Triton (the line cost 10-30 % of perf_analyzer's throughput); OIP_ACCESS_LOG=1 or
+    --access-log turns it on, and the flag wins over the environment."""
+    port = free_port()
+    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--workers", "1"]
+    environment = {k: v for k, v in os.environ.items() if k != "OIP_ACCESS_LOG"} | env
+    with subprocess.Popen(
+        [*command, *([flag] if flag else [])], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as process:
+        try:
+            _wait_live(process, f"http://127.0.0.1:{port}")
+            assert httpx.get(f"http://127.0.0.1:{port}/v2/models/iris/ready").status_code == 200
+        finally:
+            process.terminate()
+        output = process.communicate(timeout=30)[0].decode()
+    assert ('"GET /v2/models/iris/ready HTTP/1.1" 200' in output) == logged, output[-2000:]
