@@ -124,7 +124,7 @@ def _emf_middle(namespace: str, error_status: int | None, model: str, version: s
     """The record from after its timestamp to its latency value, serialised by orjson."""
     directive, names = _emf_directive(namespace, error_status)
     counts = (1, 1, 1) if error_status is not None else (1, 0)
-    document = {"model": model, "model_version": version or "default"}
+    document: dict[str, Any] = {"model": model, "model_version": version or "default"}
     document.update(zip(names, ([float(count)] for count in counts), strict=False))
     members = orjson.dumps(document).decode()[1:-1]
     return f',"CloudWatchMetrics":{orjson.dumps(directive).decode()}}},{members},"{names[len(counts)]}":['
