@@ -40,3 +40,20 @@ def as_bytes_array(array: np.ndarray) -> np.ndarray:
     out = np.empty(array.shape, dtype=object)
     out.ravel()[:] = [s.encode() if isinstance(s, str) else s for s in array.ravel()]
     return out
+
+
+#: Calls to Triton's stateful extensions, refused with a reason over both transports.
+STATEFUL_CALLS = [
+    # (tritonclient call, its arguments, a phrase of our answer), the same names in tritonclient.http and .grpc
+    ("load_model", ("simple",), "cannot be loaded or unloaded on request"),
+    ("unload_model", ("simple",), "cannot be loaded or unloaded on request"),
+    ("get_system_shared_memory_status", (), "system shared memory is not supported"),
+    ("register_system_shared_memory", ("region", "/oip-test", 16), "send tensors in the request"),
+    ("unregister_system_shared_memory", (), "system shared memory is not supported"),
+    ("get_cuda_shared_memory_status", (), "CUDA shared memory is not supported"),
+    ("unregister_cuda_shared_memory", (), "CUDA shared memory is not supported"),
+    ("get_trace_settings", (), "trace extension is not served"),
+    ("update_trace_settings", ("simple", {"trace_level": ["TIMESTAMPS"]}), "trace extension is not served"),
+    ("get_log_settings", (), "log settings are fixed at start-up"),
+    ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
+]

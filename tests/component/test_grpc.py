@@ -19,7 +19,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import free_port
-from tests.samples import SAMPLES, TABLE_DATATYPES, as_bytes_array
+from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
 
 
 @pytest.fixture(scope="module")
@@ -185,21 +185,7 @@ def test_stream_infer_with_the_raw_stub(grpc_url: str) -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("call", "arguments", "phrase"),
-    [
-        ("load_model", ("simple",), "cannot be loaded or unloaded on request"),
-        ("unload_model", ("simple",), "cannot be loaded or unloaded on request"),
-        ("get_system_shared_memory_status", (), "system shared memory is not supported"),
-        ("register_system_shared_memory", ("region", "/oip-test", 16), "send tensors in the request"),
-        ("unregister_system_shared_memory", (), "system shared memory is not supported"),
-        ("get_cuda_shared_memory_status", (), "CUDA shared memory is not supported"),
-        ("unregister_cuda_shared_memory", (), "CUDA shared memory is not supported"),
-        ("get_trace_settings", (), "trace extension is not served"),
-        ("get_log_settings", (), "log settings are fixed at start-up"),
-        ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
-    ],
-)
+@pytest.mark.parametrize(("call", "arguments", "phrase"), STATEFUL_CALLS)
 def test_triton_stateful_extensions_are_unimplemented_with_a_reason(
     grpc_url: str, call: str, arguments: tuple[object, ...], phrase: str
 ) -> None:

@@ -10,7 +10,7 @@ import tritonclient.http.aio as triton_aio
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import LiveServer
-from tests.samples import SAMPLES, TABLE_DATATYPES, as_bytes_array
+from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
 
 CASES = [
     pytest.param(datatype, binary, id=f"{datatype}-{'binary' if binary else 'json'}")
@@ -101,22 +101,6 @@ def test_asyncio_client(live_server: LiveServer) -> None:
             await client.close()
 
     assert anyio.run(run).tolist() == [1.5, 2.5]
-
-
-STATEFUL_CALLS = [
-    # (tritonclient call, its arguments, a phrase of our answer), the same names in tritonclient.http and .grpc
-    ("load_model", ("simple",), "cannot be loaded or unloaded on request"),
-    ("unload_model", ("simple",), "cannot be loaded or unloaded on request"),
-    ("get_system_shared_memory_status", (), "system shared memory is not supported"),
-    ("register_system_shared_memory", ("region", "/oip-test", 16), "send tensors in the request"),
-    ("unregister_system_shared_memory", (), "system shared memory is not supported"),
-    ("get_cuda_shared_memory_status", (), "CUDA shared memory is not supported"),
-    ("unregister_cuda_shared_memory", (), "CUDA shared memory is not supported"),
-    ("get_trace_settings", (), "trace extension is not served"),
-    ("update_trace_settings", ("simple", {"trace_level": ["TIMESTAMPS"]}), "trace extension is not served"),
-    ("get_log_settings", (), "log settings are fixed at start-up"),
-    ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
-]
 
 
 @pytest.mark.parametrize(("call", "arguments", "phrase"), STATEFUL_CALLS)
