@@ -423,13 +423,12 @@ def test_every_datatype_round_trips(
         assert got.dtype == expected.dtype and np.array_equal(got, expected)
 
 
-MISCOUNT = """
-item = kserve.InferInput("input", [2, 4], "FP32", data=[1.0] * 12)  # the shape says 8 elements, the data has 12
-request = kserve.InferRequest("iris", [item])
+#: The end of a job: ``request`` sent over REST v2 or gRPC (``rest``), the answer's id returned.
+INFER_OVER_EITHER = """
 if rest:
     client = kserve.InferenceRESTClient(kserve.RESTConfig(protocol="v2", timeout=30, retries=0))
     try:
-        return (await client.infer(url, request, model_name="iris")).id
+        return (await client.infer(url, request, model_name=request.model_name)).id
     finally:
         await client.close()
 client = kserve.InferenceGRPCClient(url, timeout=30, retries=0)
@@ -438,6 +437,14 @@ try:
 finally:
     await client.close()
 """
+
+MISCOUNT = (
+    """
+item = kserve.InferInput("input", [2, 4], "FP32", data=[1.0] * 12)  # the shape says 8 elements, the data has 12
+request = kserve.InferRequest("iris", [item])
+"""
+    + INFER_OVER_EITHER
+)
 
 
 def test_data_that_does_not_match_the_shape_is_refused_with_our_message(kserve: KServeSession, served: Served) -> None:
@@ -508,22 +515,14 @@ def test_an_empty_batch_answers_empty_outputs(
     assert array(found["outputs"]["label"]).shape == (0, 1)
 
 
-BIG = """
+BIG = (
+    """
 item = kserve.InferInput("INPUT0", [rows, 4], "FP32")
 item.set_data_from_numpy(np.zeros((rows, 4), np.float32), binary_data=True)
 request = kserve.InferRequest("identity_fp32", [item])
-if rest:
-    client = kserve.InferenceRESTClient(kserve.RESTConfig(protocol="v2", timeout=30, retries=0))
-    try:
-        return (await client.infer(url, request, model_name="identity_fp32")).id
-    finally:
-        await client.close()
-client = kserve.InferenceGRPCClient(url, timeout=30, retries=0)
-try:
-    return (await client.infer(request)).id
-finally:
-    await client.close()
 """
+    + INFER_OVER_EITHER
+)
 
 
 def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSession, served: Served) -> None:
