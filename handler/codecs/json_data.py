@@ -63,11 +63,18 @@ def _json_to_array(name: str, data: list[Any], datatype: str) -> np.ndarray:
         # null stands for NaN (JSON has no NaN); numpy converts None to nan for float dtypes.
         return np.asarray(data, dtype=dtype)
     if dtype.kind == "f" or datatype == "BF16":
-        # A number past a narrower type's range becomes inf, as the C cast in Triton makes it, without numpy's
-        # overflow warning (which a server must not print per request, nor a test turn into an error).
-        with np.errstate(over="ignore"):
-            return np.asarray(data, dtype=np.float32).astype(dtype) if datatype == "BF16" else np.asarray(data, dtype)
+        return narrow_floats(data, datatype, dtype)
     return _integers_from_json(name, data, dtype, datatype)
+
+
+def narrow_floats(values: Any, datatype: str, dtype: np.dtype) -> np.ndarray:
+    """Numbers (JSON values, or a float64 array) as a float type narrower than FP64 (FP16, FP32, BF16), in a new
+    array. A number past the type's range becomes inf, as the C cast in Triton makes it, without numpy's overflow
+    warning (which a server must not print per request, nor a test turn into an error)."""
+    with np.errstate(over="ignore"):
+        if datatype == "BF16":
+            return np.asarray(values, dtype=np.float32).astype(dtype)
+        return np.array(values, dtype=dtype)
 
 
 def decode_json_data(name: str, datatype: str, shape: Sequence[int], data: Any) -> np.ndarray:

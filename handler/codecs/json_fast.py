@@ -26,7 +26,7 @@ import simdjson
 
 from adapters.datatypes import numpy_dtype
 from adapters.errors import InvalidInput
-from handler.codecs.json_data import decode_json_data
+from handler.codecs.json_data import decode_json_data, narrow_floats
 from handler.protocol.limits import check_count
 
 #: Bodies smaller than this are parsed by orjson: below about 20 KB (measured) the fixed cost of this path wins.
@@ -112,8 +112,7 @@ def _numbers(datatype: str, array: simdjson.Array) -> np.ndarray:
     if code == "d":
         if datatype == "FP64":
             return flat.astype(dtype)
-        with np.errstate(over="ignore"):  # past the type's range: inf, as decode_json_data makes it
-            return flat.astype(np.float32).astype(dtype) if datatype == "BF16" else flat.astype(dtype)
+        return narrow_floats(flat, datatype, dtype)
     if dtype.itemsize == 8:
         return flat
     info = np.iinfo(dtype)
