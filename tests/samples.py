@@ -57,3 +57,18 @@ STATEFUL_CALLS = [
     ("get_log_settings", (), "log settings are fixed at start-up"),
     ("update_log_settings", ({"log_verbose_level": 1},), "log settings are fixed at start-up"),
 ]
+
+
+#: Three flowers for the demo ``iris`` model (setosa, virginica, versicolor).
+IRIS = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]], dtype=np.float32)
+
+
+def iris_outputs(inputs: np.ndarray = IRIS) -> dict[str, np.ndarray]:
+    """onnxruntime's own answer of the demo ``iris`` model for ``inputs``: the oracle clients are checked against."""
+    import onnxruntime as ort
+
+    from handler.protocol.settings import DEMO_REPOSITORY
+
+    session = ort.InferenceSession(str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx"))
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, {"input": inputs}), strict=True))

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import queue
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,32 +14,14 @@ import tritonclient.grpc as triton_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.conftest import free_port
+from tests.grpc_serve import serve
 from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
 
 
 @pytest.fixture(scope="module")
 def grpc_url(test_repository: Path) -> Iterator[str]:
-    http_port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(http_port), "--grpc-port", str(grpc_port),
-               "--no-access-log", "--model-repository", str(test_repository)]  # fmt: skip
-    with subprocess.Popen(command, env=os.environ.copy(), stderr=subprocess.DEVNULL) as process:
-        url = f"127.0.0.1:{grpc_port}"
-        try:
-            client = triton_grpc.InferenceServerClient(url)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if client.is_server_live():
-                        break
-                except InferenceServerException:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("oip serve --grpc-port did not start")
-                time.sleep(0.1)
-            yield url
-        finally:
-            process.terminate()
+    with serve(test_repository) as served:
+        yield served.grpc
 
 
 @pytest.mark.parametrize("datatype", TABLE_DATATYPES)

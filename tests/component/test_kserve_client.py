@@ -7,38 +7,27 @@ infer), so metadata is not exercised here."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
-import onnxruntime as ort
 import pytest
-import tritonclient.grpc as triton_grpc
-from tritonclient.utils import InferenceServerException
 
 from handler.protocol.settings import DEMO_REPOSITORY
 from tests import onnx_models
-from tests.conftest import free_port
+from tests.grpc_serve import Served, serve
 from tests.kserve_env import KServeRaised, KServeSession
-from tests.samples import SAMPLES, TABLE_DATATYPES
+from tests.samples import IRIS, SAMPLES, TABLE_DATATYPES, iris_outputs
 
-IRIS = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]], dtype=np.float32)
 TEXT = SAMPLES["BYTES"][0]
-
-
-@dataclass(frozen=True)
-class Served:
-    rest: str  # http://127.0.0.1:port
-    grpc: str  # 127.0.0.1:port
+#: A wrong input (how ``rest_infer`` / ``grpc_infer`` build it) and our answer's message, the same on both transports.
+INVALID_INPUTS = [
+    ({"datatype": "FP64", "dtype": "float64"}, "input 'input' has datatype FP64 but the model expects FP32"),
+    ({"shape": [3, 4, 1]}, "input 'input' has shape [3, 4, 1] but the model expects [-1, 4]"),
+    ({"name": "nope"}, "model 'iris' has no input 'nope'"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,31 +57,6 @@ def served(repository: Path) -> Iterator[Served]:
         yield found
 
 
-@contextmanager
-def serve(repository: Path) -> Iterator[Served]:
-    """``oip serve`` with REST and gRPC ports, in a child process until both answer."""
-    http_port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(http_port), "--grpc-port", str(grpc_port),
-               "--no-access-log", "--model-repository", str(repository)]  # fmt: skip
-    with subprocess.Popen(command, env=os.environ.copy(), stderr=subprocess.DEVNULL) as process:
-        found = Served(f"http://127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}")
-        try:
-            grpc_client = triton_grpc.InferenceServerClient(found.grpc)
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{found.rest}/v2/health/live").status_code == 200 and grpc_client.is_server_live():
-                        break
-                except (httpx.TransportError, InferenceServerException):
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("oip serve --grpc-port did not start")
-                time.sleep(0.1)
-            yield found
-        finally:
-            process.terminate()
-
-
 @pytest.fixture(scope="module")
 def kserve() -> Iterator[KServeSession]:
     session = KServeSession()
@@ -103,9 +67,7 @@ def kserve() -> Iterator[KServeSession]:
 @pytest.fixture(scope="module")
 def iris_expected() -> dict[str, np.ndarray]:
     """onnxruntime's own answer for IRIS: the oracle."""
-    session = ort.InferenceSession(str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx"))
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, {"input": IRIS}), strict=True))
+    return iris_outputs()
 
 
 def array(found: dict[str, Any]) -> np.ndarray:
@@ -280,15 +242,7 @@ def test_rest_unknown_model_raises_with_our_message(kserve: KServeSession, serve
     assert "no_such_model" in raised.value.message and "iris" in raised.value.message  # what exists is listed
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"datatype": "FP64", "dtype": "float64"}, "input 'input' has datatype FP64 but the model expects FP32"),
-        ({"shape": [3, 4, 1]}, "input 'input' has shape [3, 4, 1] but the model expects [-1, 4]"),
-        ({"name": "nope"}, "model 'iris' has no input 'nope'"),
-    ],
-    ids=["datatype", "shape", "name"],
-)
+@pytest.mark.parametrize(("options", "message"), INVALID_INPUTS, ids=["datatype", "shape", "name"])
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_rest_invalid_input_is_400_with_our_message(
     kserve: KServeSession, served: Served, options: dict[str, Any], message: str, binary: bool
@@ -373,15 +327,7 @@ def test_grpc_unknown_model_is_not_found_with_our_message(kserve: KServeSession,
     assert "no_such_model" in raised.value.message and "iris" in raised.value.message
 
 
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"datatype": "FP64", "dtype": "float64"}, "input 'input' has datatype FP64 but the model expects FP32"),
-        ({"shape": [3, 4, 1]}, "input 'input' has shape [3, 4, 1] but the model expects [-1, 4]"),
-        ({"name": "nope"}, "model 'iris' has no input 'nope'"),
-    ],
-    ids=["datatype", "shape", "name"],
-)
+@pytest.mark.parametrize(("options", "message"), INVALID_INPUTS, ids=["datatype", "shape", "name"])
 @pytest.mark.parametrize("binary", [True, False], ids=["raw", "typed"])
 def test_grpc_invalid_input_is_invalid_argument_with_our_message(
     kserve: KServeSession, served: Served, options: dict[str, Any], message: str, binary: bool

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from handler.protocol.settings import DEMO_REPOSITORY
@@ -21,9 +20,7 @@ from handler.server import build_app
 from scripts.tool_env import executable
 from tests import onnx_models
 from tests.conftest import LiveServer, make_settings
-from tests.samples import SAMPLES
-
-IRIS = np.array([[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]], dtype=np.float32)
+from tests.samples import IRIS, SAMPLES, iris_outputs
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def expected() -> dict[str, np.ndarray]:
-    session = ort.InferenceSession(str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx"))
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, {"input": IRIS}), strict=True))
+    return iris_outputs()
 
 
 def mlserver_infer(server: LiveServer, tmp_path: Path, model: str, lines: list[dict], *options: str) -> list[dict]:
