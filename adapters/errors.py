@@ -8,6 +8,7 @@ adapter boundary and nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 
@@ -44,9 +45,26 @@ class InvalidInput(V2Error):
 
 
 class ModelNotFound(V2Error):
-    """No such model, or no such version of it."""
+    """No such model, or no such version of it.
+
+    The messages begin as Triton's do ("Request for unknown model: 'm' is not found"): Triton's own example clients
+    look for that phrase.
+    """
 
     code = ErrorCode.NOT_FOUND
+
+    @classmethod
+    def unknown_model(cls, name: str, known: Sequence[str]) -> ModelNotFound:
+        """``name`` is no model of this server, which has ``known``."""
+        return cls(f"Request for unknown model: '{name}' is not found; this server has {list(known) or 'no models'}")
+
+    @classmethod
+    def unknown_version(cls, name: str, version: str, versions: Sequence[str]) -> ModelNotFound:
+        """``name`` has no version ``version``; it has ``versions``."""
+        return cls(
+            f"Request for unknown model: '{name}' version {version} is not found; "
+            f"available versions: {', '.join(versions)}"
+        )
 
 
 class PayloadTooLarge(V2Error):

@@ -111,7 +111,7 @@ class ModelRepository:
         """The model called ``name``; ModelNotFound otherwise."""
         entry = self._models.get(name)
         if entry is None:
-            raise ModelNotFound(f"unknown model '{name}'; this server has {sorted(self._models) or 'no models'}")
+            raise ModelNotFound.unknown_model(name, sorted(self._models))
         return entry
 
     def resolve_version(self, name: str, version: str | None) -> str:
@@ -123,9 +123,7 @@ class ModelRepository:
             assert entry.default_version is not None
             return entry.default_version
         if version not in entry.versions:
-            raise ModelNotFound(
-                f"model '{name}' has no version '{version}'; available versions: {', '.join(entry.versions)}"
-            )
+            raise ModelNotFound.unknown_version(name, version, entry.versions)
         return version
 
     def backend(self, name: str, version: str | None = None) -> ModelBackend:

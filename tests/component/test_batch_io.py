@@ -75,7 +75,7 @@ def test_each_line_may_name_its_model(test_repository: Path) -> None:
     ]
     output, summary = _predict(dataplane, lines, model=None)
     assert output[0]["model_version"] == "1" and output[0]["outputs"][0]["data"] == [1.0, 2.0]
-    assert "unknown model 'missing'" in output[1]["error"]
+    assert "Request for unknown model: 'missing' is not found" in output[1]["error"]
     assert summary.errors == 1
 
 

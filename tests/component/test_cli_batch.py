@@ -165,7 +165,7 @@ def test_unknown_model_fails_at_once_naming_the_models(tmp_path: Path) -> None:
     (tmp_path / "rows.jsonl").write_text(request(SETOSA) + "\n")
     result = oip("batch", "rows.jsonl", "--model", "irsi", cwd=tmp_path)
     assert result.returncode == 1
-    assert "unknown model 'irsi'" in (line := one_line(result.stderr)) and "iris" in line and "tiny_image" in line
+    assert "unknown model: 'irsi'" in (line := one_line(result.stderr)) and "iris" in line and "tiny_image" in line
     assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]
 
 

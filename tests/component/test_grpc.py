@@ -67,7 +67,7 @@ def test_typed_contents_instead_of_raw(grpc_url: str) -> None:
 @pytest.mark.parametrize(
     ("model", "shape", "datatype", "code", "message"),
     [
-        ("absent", [1, 16], "INT32", grpc.StatusCode.NOT_FOUND, "unknown model 'absent'"),
+        ("absent", [1, 16], "INT32", grpc.StatusCode.NOT_FOUND, "Request for unknown model: 'absent' is not found"),
         ("simple", [2, 8], "INT32", grpc.StatusCode.INVALID_ARGUMENT, "has shape [2, 8]"),
         ("simple", [1, 16], "FP32", grpc.StatusCode.INVALID_ARGUMENT, "has datatype FP32"),
         ("corrupt", [1], "FP32", grpc.StatusCode.UNAVAILABLE, "failed to load"),
@@ -127,7 +127,7 @@ def test_stream_infer_answers_each_request_and_goes_on_after_an_error(grpc_url: 
     assert first.as_numpy("OUTPUT0").tolist() == [[i + 2 for i in range(16)]]
     assert last.as_numpy("OUTPUT1").tolist() == [[i - 2 for i in range(16)]]
     assert "has datatype FP32" in wrong_type.message()
-    assert "unknown model 'absent'" in unknown.message()
+    assert "Request for unknown model: 'absent' is not found" in unknown.message()
 
 
 def test_stream_infer_runs_many_requests_on_one_stream(grpc_url: str) -> None:

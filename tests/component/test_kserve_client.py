@@ -514,4 +514,4 @@ def test_v1_liveness_readiness_and_predict(
     )
     assert np.array_equal(np.array([p["label"] for p in predictions]), iris_expected["label"])
     status, message = found["unknown"]
-    assert status == 404 and "unknown model 'no_such_model'" in message
+    assert status == 404 and "Request for unknown model: 'no_such_model' is not found" in message

@@ -5,11 +5,15 @@ from __future__ import annotations
 import gzip
 import uuid
 import zlib
+from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+
+from handler.protocol.settings import Settings
+from handler.server import build_app
 
 SIMPLE_INPUTS = [
     {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": list(range(16))},
@@ -64,6 +68,14 @@ def test_server_metadata_lists_supported_extensions(client: TestClient) -> None:
     body = response.json()
     assert body["name"] == "oip-serverless" and body["version"]
     assert {"binary_tensor_data", "parameters"} <= set(body["extensions"])
+
+
+def test_server_name_comes_from_oip_server_name(monkeypatch: pytest.MonkeyPatch, test_repository: Path) -> None:
+    """Triton's simple_{http,grpc}_health_metadata examples require the name "triton"; a deployment that runs them
+    says so with ``OIP_SERVER_NAME`` (the V2 spec: "name" : "A descriptive name for the server")."""
+    monkeypatch.setenv("OIP_SERVER_NAME", "triton")
+    with TestClient(build_app(Settings.from_env(model_repository=str(test_repository)))) as named:
+        assert named.get("/v2").json()["name"] == "triton"
 
 
 def test_model_metadata(client: TestClient) -> None:
@@ -266,8 +278,8 @@ def _single(name: str, shape: list[int], datatype: str, data: list) -> bytes:
          "has no input 'INPUTX'"),
         ("simple", orjson.dumps({"inputs": SIMPLE_INPUTS[:1]}), 400, "needs input(s) ['INPUT1']"),
         ("simple", orjson.dumps({"inputs": SIMPLE_INPUTS, "outputs": [{"name": "OUT"}]}), 400, "has no output 'OUT'"),
-        ("nope", orjson.dumps({"inputs": SIMPLE_INPUTS}), 404, "unknown model 'nope'"),
-        ("versioned/versions/2", orjson.dumps({"inputs": SIMPLE_INPUTS}), 404, "has no version '2'"),
+        ("nope", orjson.dumps({"inputs": SIMPLE_INPUTS}), 404, "Request for unknown model: 'nope' is not found"),
+        ("versioned/versions/2", orjson.dumps({"inputs": SIMPLE_INPUTS}), 404, "'versioned' version 2 is not found"),
         ("simple", _single("a", [100000, 100000], "FP64", [1]), 413, "would need 80000000000 bytes"),
         ("corrupt", orjson.dumps({"inputs": SIMPLE_INPUTS}), 503, "failed to load"),
         ("fixed_reshape", _single("INPUT0", [3], "FP32", [1, 2, 3]), 500, "failed while running"),

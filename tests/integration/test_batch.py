@@ -117,7 +117,7 @@ def test_unknown_model_fails_every_item_clearly(bucket: str, config: BatchConfig
     response = _invoke(lambda_events.sqs_event(messages))
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(m for m, _ in messages)
     for message_id, _ in messages:
-        assert "unknown model 'absent'" in _json(bucket, f"results/errors/{message_id}.json")["error"]
+        assert "unknown model: 'absent'" in _json(bucket, f"results/errors/{message_id}.json")["error"]
 
 
 def test_failed_messages_reach_the_dlq(aws_env: str, bucket: str, config: BatchConfig) -> None:
@@ -242,7 +242,7 @@ def test_s3_unknown_model_fails_every_line(bucket: str, config: BatchConfig) -> 
     _invoke(lambda_events.s3_put_event(bucket, "input/absent/x.jsonl"))
     output = _read_lines(bucket, "output/absent/x.jsonl.predictions.jsonl")
     assert len(output) == len(ROWS)
-    assert all("unknown model 'absent'" in line["error"] for line in output)
+    assert all("Request for unknown model: 'absent' is not found" in line["error"] for line in output)
     assert _json(bucket, "output/absent/x.jsonl.manifest.json")["errors"] == len(ROWS)
 
 

@@ -55,13 +55,13 @@ def test_policy_limits_what_can_be_requested(tmp_path: Path) -> None:
     _versions(tmp_path, "m", [1, 2, 3], "version_policy: { latest: { num_versions: 1 } }")
     repository = _repository(tmp_path)
     assert repository.entry("m").versions == ("3",)
-    with pytest.raises(ModelNotFound, match="no version '1'; available versions: 3"):
+    with pytest.raises(ModelNotFound, match="unknown model: 'm' version 1 is not found; available versions: 3"):
         repository.resolve_version("m", "1")
 
 
 def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
     _versions(tmp_path, "m", [1])
-    with pytest.raises(ModelNotFound, match=r"unknown model 'x'; this server has \['m'\]"):
+    with pytest.raises(ModelNotFound, match=r"Request for unknown model: 'x' is not found; this server has \['m'\]"):
         _repository(tmp_path).backend("x")
 
 

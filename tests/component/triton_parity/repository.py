@@ -2,6 +2,8 @@
 
 - ``simple``: INPUT0, INPUT1 INT32 [-1, 16], max_batch_size 8 -> OUTPUT0 = sum, OUTPUT1 = difference.
 - ``simple_string``: the same on BYTES holding decimal numbers (Triton's ``simple_string``).
+- ``simple_int8``: the same on INT8 (Triton's ``simple_int8``).
+- ``simple_identity``: BYTES [-1, -1] -> the same BYTES, max_batch_size 8 (Triton's ``simple_identity``).
 - ``image_classifier``: FP32 [-1, 3, 8, 8] -> ``probabilities`` FP32 [-1, 10], labels in ``labels.txt``.
 - ``reshaped``: config.pbtxt ``reshape``: the client sends [-1, 4], the model takes [-1, 2, 2] and transposes.
 - ``raw_string`` / ``raw_strings``: one BYTES input of dims [1] / [2], for raw binary requests.
@@ -112,6 +114,12 @@ def build(root: Path) -> Path:
         "simple_string",
         config=SIMPLE_CONFIG.replace("TYPE_INT32", "TYPE_STRING"),
     )
+    onnx_models.save(
+        add_sub(TensorProto.INT8), root, "simple_int8", config=SIMPLE_CONFIG.replace("TYPE_INT32", "TYPE_INT8")
+    )
+    identity = 'max_batch_size: 8\ninput [ { name: "INPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+    identity += 'output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+    onnx_models.save(onnx_models.identity("BYTES", ["batch", "length"]), root, "simple_identity", config=identity)
     onnx_models.save(classifier(), root, "image_classifier", config=CLASSIFIER_CONFIG)
     (root / "image_classifier" / "labels.txt").write_text("\n".join(LABELS) + "\n")
     onnx_models.save(transpose(), root, "reshaped", config=RESHAPED_CONFIG)

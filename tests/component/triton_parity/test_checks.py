@@ -125,7 +125,10 @@ def test_model_config_of_an_unknown_model_is_not_found(
 ) -> None:
     with pytest.raises(triton_grpc.InferenceServerException) as info:
         grpc_client.get_model_config("absent")
-    assert info.value.status() == "StatusCode.NOT_FOUND" and "unknown model 'absent'" in info.value.message()
+    assert (
+        info.value.status() == "StatusCode.NOT_FOUND"
+        and "Request for unknown model: 'absent' is not found" in info.value.message()
+    )
 
 
 @pytest.mark.parametrize("ready", [False, True])
