@@ -1,0 +1,136 @@
+"""The plan kept per binary-extension header (``handler/codecs/request.py``) decodes exactly as the whole decoder.
+
+A client that sends tensors of the same names, shapes and datatypes sends the same JSON header every time; its
+parsing and checks are kept, and only the tensors are cut from each body. Here every binary request of the
+inference corpus, and the cases a kept header could get wrong (other data, other lengths, several mistakes, a
+caller changing what it was given), decode to the same call or fail with the same message as
+``decode_infer_document`` on the parsed header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from adapters.errors import V2Error
+from adapters.types import InferCall
+from handler.codecs.request import decode_infer_document, decode_infer_request
+from tests.component.infer_corpus import requests
+
+LIMIT = 1 << 26
+
+
+def _header_length(request: dict[str, Any]) -> int | None:
+    """The JSON header's length of a binary-extension request (not raw, and with a header length that holds)."""
+    value = request["headers"].get("inference-header-content-length", "")
+    return int(value) if value.isdigit() and 0 < int(value) <= len(request["body"]) else None
+
+
+BINARY = [r for r in requests() if _header_length(r) is not None]
+
+
+def _whole(body: bytes, length: int) -> InferCall | str:
+    """What the whole decoder (no plan) makes of a body, or its message."""
+    try:
+        return decode_infer_document(orjson.loads(body[:length]), memoryview(body)[length:], LIMIT)
+    except V2Error as error:
+        return str(error)
+
+
+def _planned(body: bytes, length: int) -> InferCall | str:
+    try:
+        return decode_infer_request(body, length, LIMIT)
+    except V2Error as error:
+        return str(error)
+
+
+def _plain(call: InferCall | str) -> Any:
+    if isinstance(call, str):
+        return call
+    tensors = [(t.name, t.datatype, t.shape, t.data.dtype.str, t.data.tolist(), t.parameters) for t in call.inputs]
+    return tensors, call.outputs, call.id, call.parameters
+
+
+def test_the_corpus_has_binary_requests() -> None:
+    assert len(BINARY) >= 10
+
+
+@pytest.mark.parametrize("request_", BINARY, ids=lambda r: r["path"].split("/")[3])
+def test_corpus_requests_decode_as_the_whole_decoder_decodes_them(request_: dict[str, Any]) -> None:
+    body, length = request_["body"], _header_length(request_)
+    assert length is not None
+    expected = _plain(_whole(body, length))
+    assert _plain(_planned(body, length)) == expected
+    assert _plain(_planned(body, length)) == expected  # the second time from the kept plan
+
+
+def _request(header: dict[str, Any], data: bytes) -> tuple[bytes, int]:
+    head = orjson.dumps(header)
+    return head + data, len(head)
+
+
+TWO = {
+    "inputs": [
+        {"name": "A", "shape": [1, 2], "datatype": "FP32", "parameters": {"binary_data_size": 8}},
+        {"name": "B", "shape": [2], "datatype": "INT64", "parameters": {"binary_data_size": 16, "note": "x"}},
+    ],
+    "outputs": [{"name": "OUT", "parameters": {"binary_data": True, "classification": 2}}],
+    "parameters": {"binary_data_output": True},
+}
+
+
+def test_the_same_header_with_other_data_gives_that_data() -> None:
+    for seed in range(3):
+        a, b = np.full(2, seed + 0.5, np.float32), np.arange(seed, seed + 2, dtype=np.int64)
+        body, length = _request(TWO, a.tobytes() + b.tobytes())
+        call = decode_infer_request(body, length, LIMIT)
+        assert call.inputs[0].data.tolist() == [[seed + 0.5] * 2] and call.inputs[1].data.tolist() == b.tolist()
+        assert _plain(call) == _plain(_whole(body, length))
+
+
+@pytest.mark.parametrize("data", [b"", b"\0" * 23, b"\0" * 25, b"\0" * 100])
+def test_a_kept_header_with_the_wrong_amount_of_data_fails_as_before(data: bytes) -> None:
+    decode_infer_request(*_request(TWO, b"\0" * 24), LIMIT)  # the header's plan is kept
+    body, length = _request(TWO, data)
+    message = _whole(body, length)
+    assert isinstance(message, str) and _planned(body, length) == message
+
+
+def test_the_first_mistake_is_reported_as_before() -> None:
+    """Input A's data is wrong (BOOL bytes over 1), input B's header is wrong (a negative dimension): the whole
+    decoder reaches A's data first."""
+    header = {
+        "inputs": [
+            {"name": "A", "shape": [2], "datatype": "BOOL", "parameters": {"binary_data_size": 2}},
+            {"name": "B", "shape": [-1], "datatype": "INT8", "parameters": {"binary_data_size": 1}},
+        ]
+    }
+    body, length = _request(header, b"\x07\x01\x00")
+    assert isinstance(_whole(body, length), str)
+    assert _planned(body, length) == _planned(body, length) == _whole(body, length)
+
+
+def test_each_call_gets_its_own_mappings() -> None:
+    body, length = _request(TWO, b"\0" * 24)
+    first = decode_infer_request(body, length, LIMIT)
+    first.parameters["changed"] = True
+    first.inputs[1].parameters["changed"] = True
+    first.outputs[0].parameters["changed"] = True
+    second = decode_infer_request(body, length, LIMIT)
+    assert second.parameters == {"binary_data_output": True}
+    assert second.inputs[1].parameters == {"note": "x"} and second.outputs[0].parameters == {"classification": 2}
+
+
+def test_a_header_with_json_data_is_decoded_whole() -> None:
+    header = {
+        "inputs": [
+            {"name": "A", "shape": [2], "datatype": "INT32", "data": [1, 2]},
+            {"name": "B", "shape": [1], "datatype": "INT32", "parameters": {"binary_data_size": 4}},
+        ]
+    }
+    body, length = _request(header, np.int32(9).tobytes())
+    call = decode_infer_request(body, length, LIMIT)
+    assert [t.data.tolist() for t in call.inputs] == [[1, 2], [9]] and _plain(call) == _plain(_whole(body, length))
