@@ -6,6 +6,7 @@ not found locally is forwarded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -130,6 +131,11 @@ class ModelRouter:
         """config.pbtxt of a local model (None when it has none)."""
         self.repository.resolve_version(name, version)
         return self.repository.entry(name).config
+
+    def local_parameters(self, name: str, version: str | None = None) -> Mapping[str, str]:
+        """config.pbtxt's ``parameters`` of a local model, as strings (empty when it has none)."""
+        self.repository.resolve_version(name, version)
+        return self.repository.entry(name).parameters
 
     async def remote_config(self, name: str, version: str | None = None) -> dict[str, Any] | None:
         """Triton's configuration of a routed model; None for a local model."""

@@ -40,6 +40,8 @@ class ModelEntry:
     default_version: str | None = None
     error: str | None = None
     backends: dict[str, ModelBackend] = field(default_factory=dict)
+    #: config.pbtxt's ``parameters`` as strings, read once (requests look them up).
+    parameters: dict[str, str] = field(default_factory=dict)
 
 
 def _version_dirs(directory: Path) -> list[int]:
@@ -67,6 +69,7 @@ def _scan_model(directory: Path, default_override: str | None = None) -> ModelEn
         config_path = directory / CONFIG_FILE
         if config_path.is_file():
             entry.config = load_model_config(config_path)
+            entry.parameters = {key: value.string_value for key, value in entry.config.parameters.items()}
             if entry.config.name and entry.config.name != directory.name:
                 raise InvalidInput(
                     f"{config_path}: name '{entry.config.name}' differs from the directory name '{directory.name}'"

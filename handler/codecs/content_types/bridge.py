@@ -42,14 +42,10 @@ def model_defaults(dataplane: DataPlane, name: str, version: str | None) -> dict
     """Content types from a local model's config.pbtxt ``parameters`` (routed models have none here)."""
     if dataplane.router.route(name) is not None:
         return {}
-    config = dataplane.router.local_config(name, version)
-    if config is None or not config.parameters:  # most models: no parameters, nothing to walk
+    parameters = dataplane.router.local_parameters(name, version)
+    if not parameters:  # most models: no parameters, nothing to walk
         return {}
-    return {
-        key: value.string_value
-        for key, value in config.parameters.items()
-        if key == CONTENT_TYPE or key.startswith(DEFAULT_PREFIX)
-    }
+    return {key: value for key, value in parameters.items() if key == CONTENT_TYPE or key.startswith(DEFAULT_PREFIX)}
 
 
 def _mentions(call: InferCall) -> bool:
