@@ -4,6 +4,13 @@ They are deliberately named apart from the wire schemas in ``handler/schemas.py`
 a ``Tensor`` always holds decoded numpy data, never JSON lists or raw bytes.
 BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (or ``str``,
 which encoders treat as UTF-8).
+
+What describes a model (``TensorSpec``, ``ModelMetadata``, ``ModelIndexEntry``) is frozen. What one request
+makes (``Tensor``, ``RequestedOutput``, ``InferCall``, ``Execution``, ``InferResult``) is a plain slotted
+dataclass used as a value all the same: code makes a changed copy with ``dataclasses.replace`` and never assigns
+to a field. Several of these are built per request, and a frozen one sets each field through
+``object.__setattr__`` (950 against 265 ns for five fields here): frozen, they were 36,000 of the 331,000
+instructions a perf_analyzer request costs the app (callgrind), about 2 % of ``oip serve``'s CPU per request.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import numpy as np
 Parameters = Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Tensor:
     """A named tensor: V2 datatype, shape and a numpy array already in that shape."""
 
@@ -37,7 +44,7 @@ class TensorSpec:
     shape: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestedOutput:
     """An output the caller asked for; ``binary`` is None when the caller left it to the default."""
 
@@ -46,7 +53,7 @@ class RequestedOutput:
     parameters: Parameters = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferCall:
     """One inference request, decoded. An empty ``outputs`` means every output."""
 
@@ -61,7 +68,7 @@ class InferCall:
         return bool(self.parameters.get("binary_data_output", False))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Execution:
     """How one model execution went, for Triton's statistics: its batch size and phase durations (ns).
 
@@ -79,7 +86,7 @@ class Execution:
     leads: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InferResult:
     """The outputs of one inference, in the order they are to be returned."""
 
