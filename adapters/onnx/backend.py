@@ -157,6 +157,9 @@ class OnnxBackend:
         self.settings = settings or SessionSettings()
         self._session: ort.InferenceSession | None = None
         self._metadata: ModelMetadata | None = None
+        #: Read once with the metadata: every output's datatype by name, and their names in the model's order.
+        self._output_types: dict[str, str] = {}
+        self._output_names: tuple[str, ...] = ()
         self._error: str | None = None
         self._lock = threading.Lock()
         self._reshape_in: dict[str, Reshape] = reshapes(config.input) if config is not None else {}
@@ -185,6 +188,8 @@ class OnnxBackend:
                 )
                 session = ort.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
                 self._metadata = self._read_metadata(session)
+                self._output_types = {spec.name: spec.datatype for spec in self._metadata.outputs}
+                self._output_names = tuple(self._output_types)
                 self._session = session
             except Exception as exc:  # any load failure makes this version unavailable, not the server
                 logger.error("model %s version %s failed to load: %s", self.name, self.version, exc)
@@ -254,7 +259,7 @@ class OnnxBackend:
         """Validate a request and make its feeds: metadata, output names to run, inputs by name."""
         metadata = self._loaded()[1]
         validate_call(call, metadata)
-        wanted = [o.name for o in call.outputs] or [spec.name for spec in metadata.outputs]
+        wanted = [o.name for o in call.outputs] or list(self._output_names)
         batched = metadata.max_batch_size > 0
         return metadata, wanted, {tensor.name: self._feed(tensor, batched) for tensor in call.inputs}
 
@@ -278,7 +283,7 @@ class OnnxBackend:
         return self._run_ms < self.settings.inline_run_ms or self.settings.inline_run_ms == float("inf")
 
     def _outputs(self, metadata: ModelMetadata, wanted: Sequence[str], arrays: Any) -> tuple[Tensor, ...]:
-        types = {spec.name: spec.datatype for spec in metadata.outputs}
+        types = self._output_types
         batched = metadata.max_batch_size > 0
         return tuple(
             self._output(name, types[name], array, batched) for name, array in zip(wanted, arrays, strict=True)

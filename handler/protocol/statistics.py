@@ -23,13 +23,16 @@ from handler.protocol.settings import STATS_DIR_ENV
 
 _DURATIONS: Final = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 _PHASES: Final = ("compute_input", "compute_infer", "compute_output")
-# Row layout: last inference (ms, combined by max), inference and execution counts, then (count, ns) pairs, then
-# a sequence number that is odd while the row is being written (a seqlock: readers in other workers retry, so
-# perf_analyzer never sees a request's counters half added).
-_LAST, _INFERENCES, _EXECUTIONS = 0, 1, 2
-_COLUMN: Final = {name: 3 + 2 * i for i, name in enumerate(_DURATIONS)}
-_SUCCESS, _QUEUE, _INPUT, _INFER, _OUTPUT = (_COLUMN[name] for name in ("success", "queue", *_PHASES))
-_SEQUENCE: Final = 3 + 2 * len(_DURATIONS)
+# Row layout: last inference (ms, combined by max), inference and execution counts, two counts, the ns of each
+# duration, then a sequence number that is odd while the row is being written (a seqlock: readers in other workers
+# retry, so perf_analyzer never sees a request's counters half added). Every duration but "fail" is added to by
+# the same requests (a version's row: each success; a batch size's row: each execution it leads), so they share
+# one count, ``_DONE``; "fail" has its own.
+_LAST, _INFERENCES, _EXECUTIONS, _DONE, _FAILED = 0, 1, 2, 3, 4
+_NS: Final = {name: 5 + i for i, name in enumerate(_DURATIONS)}
+_COUNT: Final = {name: _FAILED if name == "fail" else _DONE for name in _DURATIONS}
+_SUCCESS, _QUEUE, _INPUT, _INFER, _OUTPUT = (_NS[name] for name in ("success", "queue", *_PHASES))
+_SEQUENCE: Final = 5 + len(_DURATIONS)
 _WIDTH: Final = _SEQUENCE + 1
 _ROWS: Final = 4096
 
@@ -124,14 +127,8 @@ def _consistent(array: np.ndarray, index: int) -> np.ndarray:
             time.sleep(0.0005)
 
 
-def _add(cells: list[int] | memoryview, column: int, ns: int) -> None:
-    """One more (count, ns) observation in the pair of cells at ``column``."""
-    cells[column] += 1
-    cells[column + 1] += ns
-
-
 def _durations(row: np.ndarray, names: tuple[str, ...]) -> dict[str, dict[str, int]]:
-    return {name: {"count": int(row[_COLUMN[name]]), "ns": int(row[_COLUMN[name] + 1])} for name in names}
+    return {name: {"count": int(row[_COUNT[name]]), "ns": int(row[_NS[name]])} for name in names}
 
 
 class Statistics:
@@ -172,17 +169,13 @@ class Statistics:
             rows = (total, batch) if execution.leads else (total,)
             if execution.leads:
                 cells[total + _EXECUTIONS] += 1
-            cells[total + _SUCCESS] += 1
-            cells[total + _SUCCESS + 1] += total_ns
-            cells[total + _QUEUE] += 1
-            cells[total + _QUEUE + 1] += queue_ns
+            cells[total + _SUCCESS] += total_ns
+            cells[total + _QUEUE] += queue_ns
             for row in rows:
-                cells[row + _INPUT] += 1
-                cells[row + _INPUT + 1] += input_ns
-                cells[row + _INFER] += 1
-                cells[row + _INFER + 1] += infer_ns
-                cells[row + _OUTPUT] += 1
-                cells[row + _OUTPUT + 1] += output_ns
+                cells[row + _DONE] += 1
+                cells[row + _INPUT] += input_ns
+                cells[row + _INFER] += infer_ns
+                cells[row + _OUTPUT] += output_ns
             cells[total + _SEQUENCE] += 1
             cells[batch + _SEQUENCE] += 1
 
@@ -193,7 +186,8 @@ class Statistics:
             total = table.start((name, version, 0))
             cells = table.cells
             cells[total + _SEQUENCE] += 1
-            _add(cells, total + _COLUMN["fail"], total_ns)
+            cells[total + _FAILED] += 1
+            cells[total + _NS["fail"]] += total_ns
             cells[total + _SEQUENCE] += 1
 
     def _rows(self) -> dict[Key, np.ndarray]:
