@@ -7,7 +7,6 @@ request (``Inference-Header-Content-Length: 0``).
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Final, NamedTuple
 
 import orjson
@@ -91,6 +90,9 @@ class _BinaryInput(NamedTuple):
     parameters: dict[str, Any]
 
 
+_NOT_KEPT: Final = object()
+
+
 class _BinaryPlan(NamedTuple):
     """What a binary-extension header says, every check on it made: all that is left is to cut the tensors."""
 
@@ -102,17 +104,62 @@ class _BinaryPlan(NamedTuple):
 
 
 #: The longest JSON header whose plan is kept (well under ``json_fast.MIN_FAST_BYTES``: such headers are parsed
-#: by orjson on either path).
+#: by orjson on either path), and how many plans are kept.
 MAX_PLANNED_HEADER: Final = 4096
+MAX_PLANS: Final = 256
+_ID_LEAD: Final = b'{"id":"'
+_ID_KEY: Final = b'"id"'
+
+#: Plans by (header, or what follows its leading id; the tensor limit); None for a header with JSON ``data``.
+_plans: dict[tuple[bytes, int], _BinaryPlan | None] = {}
+#: Keys seen once: a plan is made the second time, so headers that never come back (a new shape each time) cost
+#: a look-up, not a plan.
+_seen: set[tuple[bytes, int]] = set()
 
 
-@functools.lru_cache(maxsize=256)
-def _binary_plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
-    """The plan of a header whose inputs all come as binary data; None when one has JSON ``data`` (or none
-    says ``binary_data_size``). Kept by header: a client sending tensors of the same names, shapes and datatypes
-    sends the same header every time (tritonclient, perf_analyzer), and parsing and checking it was most of the
-    decoding; a header that names a new request ``id`` every time (PyTriton's clients) costs a lookup and a copy of
-    itself more. Raises what ``decode_infer_document`` raises for a header that is wrong."""
+def _leading_id(text: bytes) -> tuple[str | None, bytes]:
+    """A header that begins ``{"id":"...",``, as tritonclient, perf_analyzer and PyTriton write theirs: its id and
+    the rest, by which the plan is kept (PyTriton numbers its requests; perf_analyzer sends ``"id":""``). ``(None,
+    text)`` whenever the rest could hold another id or the id is not plain text (an escape, a control character,
+    bytes that are not UTF-8): JSON's own decoding then decides, on the whole decoder's path."""
+    if not text.startswith(_ID_LEAD):
+        return None, text
+    end = text.find(b'"', len(_ID_LEAD))
+    rest = text[end + 1 :]
+    if end < 0 or _ID_KEY in rest or b"\\" in rest:
+        return None, text
+    try:
+        value = text[len(_ID_LEAD) : end].decode()
+    except UnicodeDecodeError:
+        return None, text
+    if "\\" in value or not value.isprintable():
+        return None, text
+    return value, rest
+
+
+def _binary_plan(text: bytes, key: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
+    """The plan of a header whose inputs all come as binary data; None when one has JSON ``data`` (or none says
+    ``binary_data_size``), and the first time ``key`` is seen. Kept by ``key``: a client sending tensors of the
+    same names, shapes and datatypes sends the same header every time but for its id, and parsing and checking it
+    was most of the decoding. Raises what ``decode_infer_document`` raises for a header that is wrong (and then
+    keeps nothing)."""
+    kept = (key, max_tensor_bytes)
+    found = _plans.get(kept, _NOT_KEPT)
+    if found is not _NOT_KEPT:
+        return found
+    if kept not in _seen:
+        if len(_seen) >= 4 * MAX_PLANS:
+            _seen.clear()
+        _seen.add(kept)
+        return None
+    plan = _plan(text, max_tensor_bytes)
+    if len(_plans) >= MAX_PLANS:
+        _plans.clear()
+    _plans[kept] = plan
+    return plan
+
+
+def _plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
     request = envelope(load_json_object(header))
     check_has_inputs(len(request.inputs))
     check_unique_inputs(item.name for item in request.inputs)
@@ -129,7 +176,7 @@ def _binary_plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
     return _BinaryPlan(tuple(inputs), outputs, request.id, dict(request.parameters or {}), total)
 
 
-def _cut(plan: _BinaryPlan, binary: memoryview) -> InferCall:
+def _cut(plan: _BinaryPlan, binary: memoryview, request_id: str | None) -> InferCall:
     """The call of a planned header whose sizes add up to ``len(binary)``: its tensors cut from ``binary`` (in
     order, so the first tensor that does not decode is the one reported, as before), every mapping a fresh copy."""
     tensors = []
@@ -139,7 +186,7 @@ def _cut(plan: _BinaryPlan, binary: memoryview) -> InferCall:
         tensors.append(Tensor(item.name, item.datatype, item.shape, data, dict(item.parameters)))
         offset += item.size
     outputs = tuple(RequestedOutput(o.name, o.binary, dict(o.parameters)) for o in plan.outputs)
-    return InferCall(tuple(tensors), outputs, plan.id, dict(plan.parameters))
+    return InferCall(tuple(tensors), outputs, request_id, dict(plan.parameters))
 
 
 def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes: int) -> InferCall:
@@ -154,12 +201,14 @@ def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes:
             )
         header, binary = view[:json_length], view[json_length:]
         if json_length <= MAX_PLANNED_HEADER:
+            text = bytes(header)
+            leading, key = _leading_id(text)
             try:
-                plan = _binary_plan(bytes(header), max_tensor_bytes)
+                plan = _binary_plan(text, key, max_tensor_bytes)
             except V2Error:
                 plan = None  # the whole decoder below finds the first mistake in the order it always has
             if plan is not None and plan.size == len(binary):
-                return _cut(plan, binary)
+                return _cut(plan, binary, plan.id if leading is None else leading)
     document = load_infer_json(header) or load_json_object(header)  # numeric data without Python floats
     return decode_infer_document(document, binary, max_tensor_bytes)
 

@@ -1,10 +1,11 @@
 """The plan kept per binary-extension header (``handler/codecs/request.py``) decodes exactly as the whole decoder.
 
-A client that sends tensors of the same names, shapes and datatypes sends the same JSON header every time; its
-parsing and checks are kept, and only the tensors are cut from each body. Here every binary request of the
-inference corpus, and the cases a kept header could get wrong (other data, other lengths, several mistakes, a
-caller changing what it was given), decode to the same call or fail with the same message as
-``decode_infer_document`` on the parsed header.
+A client that sends tensors of the same names, shapes and datatypes sends the same JSON header every time, but for
+a leading request id; from the second time, its parsing and checks are kept, and only the tensors are cut from
+each body. Here every binary request of the inference corpus, and the cases a kept header could get wrong (other
+data, other lengths, several mistakes, a caller changing what it was given, other ids and ids that only JSON's
+decoding can read), decode to the same call or fail with the same message as ``decode_infer_document`` on the
+parsed header.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import pytest
 
 from adapters.errors import V2Error
 from adapters.types import InferCall
-from handler.codecs.request import decode_infer_document, decode_infer_request
+from handler.codecs.request import (
+    _leading_id,
+    _plans,
+    decode_infer_document,
+    decode_infer_request,
+    load_json_object,
+)
 from tests.component.infer_corpus import requests
 
 LIMIT = 1 << 26
@@ -35,7 +42,7 @@ BINARY = [r for r in requests() if _header_length(r) is not None]
 def _whole(body: bytes, length: int) -> InferCall | str:
     """What the whole decoder (no plan) makes of a body, or its message."""
     try:
-        return decode_infer_document(orjson.loads(body[:length]), memoryview(body)[length:], LIMIT)
+        return decode_infer_document(load_json_object(body[:length]), memoryview(body)[length:], LIMIT)
     except V2Error as error:
         return str(error)
 
@@ -63,8 +70,10 @@ def test_corpus_requests_decode_as_the_whole_decoder_decodes_them(request_: dict
     body, length = request_["body"], _header_length(request_)
     assert length is not None
     expected = _plain(_whole(body, length))
-    assert _plain(_planned(body, length)) == expected
-    assert _plain(_planned(body, length)) == expected  # the second time from the kept plan
+    for _ in range(3):  # seen, then planned, then from the kept plan
+        assert _plain(_planned(body, length)) == expected
+    _, key = _leading_id(body[:length])
+    assert ((key, LIMIT) in _plans) == (not isinstance(expected, str))
 
 
 def _request(header: dict[str, Any], data: bytes) -> tuple[bytes, int]:
@@ -93,7 +102,8 @@ def test_the_same_header_with_other_data_gives_that_data() -> None:
 
 @pytest.mark.parametrize("data", [b"", b"\0" * 23, b"\0" * 25, b"\0" * 100])
 def test_a_kept_header_with_the_wrong_amount_of_data_fails_as_before(data: bytes) -> None:
-    decode_infer_request(*_request(TWO, b"\0" * 24), LIMIT)  # the header's plan is kept
+    for _ in range(2):  # the header's plan is kept
+        decode_infer_request(*_request(TWO, b"\0" * 24), LIMIT)
     body, length = _request(TWO, data)
     message = _whole(body, length)
     assert isinstance(message, str) and _planned(body, length) == message
@@ -115,6 +125,7 @@ def test_the_first_mistake_is_reported_as_before() -> None:
 
 def test_each_call_gets_its_own_mappings() -> None:
     body, length = _request(TWO, b"\0" * 24)
+    decode_infer_request(body, length, LIMIT)  # seen: the next ones come from the plan
     first = decode_infer_request(body, length, LIMIT)
     first.parameters["changed"] = True
     first.inputs[1].parameters["changed"] = True
@@ -134,3 +145,36 @@ def test_a_header_with_json_data_is_decoded_whole() -> None:
     body, length = _request(header, np.int32(9).tobytes())
     call = decode_infer_request(body, length, LIMIT)
     assert [t.data.tolist() for t in call.inputs] == [[1, 2], [9]] and _plain(call) == _plain(_whole(body, length))
+
+
+def test_numbered_requests_share_one_plan_and_keep_their_own_ids() -> None:
+    """PyTriton numbers its requests ("id": "0", "1", ...) and perf_analyzer sends "id": "": one plan each."""
+    for request_id in ["", "0", "1", "2", "é-7", "3"]:
+        body, length = _request({"id": request_id, **TWO}, b"\0" * 24)
+        call = decode_infer_request(body, length, LIMIT)
+        assert call.id == request_id and _plain(call) == _plain(_whole(body, length))
+    assert len([key for key in _plans if key[0] == orjson.dumps(TWO)[1:]]) == 0  # kept by what follows the id
+    assert len([key for key in _plans if key[0] == b"," + orjson.dumps(TWO)[1:]]) == 1
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"id":"a\\"b",' + orjson.dumps(TWO)[1:],  # an escaped quote in the id
+        b'{"id":"a",' + orjson.dumps(TWO)[1:-1] + b',"id":"b"}',  # a second id, of which JSON takes the last
+        b'{"id":"a",' + orjson.dumps(TWO)[1:-1] + b',"\\u0069d":"b"}',  # the same, escaped
+        b'{"id":"a\x01",' + orjson.dumps(TWO)[1:],  # a control character: not JSON
+    ],
+    ids=["escaped quote", "second id", "escaped second id", "control character"],
+)
+def test_ids_that_plain_bytes_cannot_decide_go_to_the_whole_decoder(header: bytes) -> None:
+    assert _leading_id(header) == (None, header)
+    body = header + b"\0" * 24
+    for _ in range(3):
+        assert _plain(_planned(body, len(header))) == _plain(_whole(body, len(header)))
+
+
+def test_a_header_seen_once_is_not_planned() -> None:
+    body, length = _request({**TWO, "id": "once", "parameters": {"unique": 912}}, b"\0" * 24)
+    decode_infer_request(body, length, LIMIT)
+    assert not any(b"912" in key[0] for key in _plans)
