@@ -110,11 +110,13 @@ MAX_PLANS: Final = 256
 _ID_LEAD: Final = b'{"id":"'
 _ID_KEY: Final = b'"id"'
 
-#: Plans by (header, or what follows its leading id; the tensor limit); None for a header with JSON ``data``.
-_plans: dict[tuple[bytes, int], _BinaryPlan | None] = {}
+#: A plan's key: the header, or what follows its leading id (and which of the two it is); the tensor limit.
+_Key = tuple[bytes, bool, int]
+#: Plans by key; None for a header with JSON ``data``.
+_plans: dict[_Key, _BinaryPlan | None] = {}
 #: Keys seen once: a plan is made the second time, so headers that never come back (a new shape each time) cost
 #: a look-up, not a plan.
-_seen: set[tuple[bytes, int]] = set()
+_seen: set[_Key] = set()
 
 
 def _leading_id(text: bytes) -> tuple[str | None, bytes]:
@@ -137,13 +139,12 @@ def _leading_id(text: bytes) -> tuple[str | None, bytes]:
     return value, rest
 
 
-def _binary_plan(text: bytes, key: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
+def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int) -> _BinaryPlan | None:
     """The plan of a header whose inputs all come as binary data; None when one has JSON ``data`` (or none says
-    ``binary_data_size``), and the first time ``key`` is seen. Kept by ``key``: a client sending tensors of the
+    ``binary_data_size``), and the first time ``kept`` is seen. Kept by ``kept``: a client sending tensors of the
     same names, shapes and datatypes sends the same header every time but for its id, and parsing and checking it
     was most of the decoding. Raises what ``decode_infer_document`` raises for a header that is wrong (and then
     keeps nothing)."""
-    kept = (key, max_tensor_bytes)
     found = _plans.get(kept, _NOT_KEPT)
     if found is not _NOT_KEPT:
         return found
@@ -204,7 +205,7 @@ def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes:
             text = bytes(header)
             leading, key = _leading_id(text)
             try:
-                plan = _binary_plan(text, key, max_tensor_bytes)
+                plan = _binary_plan(text, (key, leading is None, max_tensor_bytes), max_tensor_bytes)
             except V2Error:
                 plan = None  # the whole decoder below finds the first mistake in the order it always has
             if plan is not None and plan.size == len(binary):

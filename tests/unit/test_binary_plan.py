@@ -72,8 +72,8 @@ def test_corpus_requests_decode_as_the_whole_decoder_decodes_them(request_: dict
     expected = _plain(_whole(body, length))
     for _ in range(3):  # seen, then planned, then from the kept plan
         assert _plain(_planned(body, length)) == expected
-    _, key = _leading_id(body[:length])
-    assert ((key, LIMIT) in _plans) == (not isinstance(expected, str))
+    leading, key = _leading_id(body[:length])
+    assert ((key, leading is None, LIMIT) in _plans) == (not isinstance(expected, str))
 
 
 def _request(header: dict[str, Any], data: bytes) -> tuple[bytes, int]:
@@ -153,8 +153,17 @@ def test_numbered_requests_share_one_plan_and_keep_their_own_ids() -> None:
         body, length = _request({"id": request_id, **TWO}, b"\0" * 24)
         call = decode_infer_request(body, length, LIMIT)
         assert call.id == request_id and _plain(call) == _plain(_whole(body, length))
-    assert len([key for key in _plans if key[0] == orjson.dumps(TWO)[1:]]) == 0  # kept by what follows the id
-    assert len([key for key in _plans if key[0] == b"," + orjson.dumps(TWO)[1:]]) == 1
+    assert len([key for key in _plans if key[0] == b"," + orjson.dumps(TWO)[1:]]) == 1  # what follows the id
+
+
+def test_what_follows_a_kept_id_is_no_header_of_its_own() -> None:
+    """A plan kept by what follows a leading id never serves a header that is only that (not JSON at all)."""
+    rest = b"," + orjson.dumps(TWO)[1:]
+    for request_id in ("a", "b", "c"):
+        decode_infer_request(*_request({"id": request_id, **TWO}, b"\0" * 24), LIMIT)
+    for _ in range(3):
+        with pytest.raises(V2Error, match="malformed JSON"):
+            decode_infer_request(rest + b"\0" * 24, len(rest), LIMIT)
 
 
 @pytest.mark.parametrize(
