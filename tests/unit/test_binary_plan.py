@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.errors import V2Error
 from adapters.types import InferCall
@@ -187,3 +189,22 @@ def test_a_header_seen_once_is_not_planned() -> None:
     body, length = _request({**TWO, "id": "once", "parameters": {"unique": 912}}, b"\0" * 24)
     decode_infer_request(body, length, LIMIT)
     assert not any(b"912" in key[0] for key in _plans)
+
+
+_IDS = st.one_of(st.none(), st.text(max_size=12), st.sampled_from(['a"b', "a\\b", "\x01", "é", "\u2028", "\x7f", "id"]))
+_EXTRA_KEYS = st.lists(st.sampled_from(['"id":"z"', '"\\u0069d":"z"', '"parameters":{"p":1}', '"x":[1,{"id":2}]']))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_IDS, _EXTRA_KEYS, st.sampled_from([b"\0" * 24, b"\0" * 23, b"\x01" * 24]), st.booleans())
+def test_any_leading_id_and_any_other_keys_decode_as_the_whole_decoder(
+    request_id: str | None, extra: list[str], data: bytes, spaced: bool
+) -> None:
+    """Headers written by hand around the leading id: odd ids (quotes, escapes, control and separator
+    characters), later keys that are ids too (plain or escaped) or hold "id" deeper down, spaces after the colon;
+    three times each (seen, planned, kept), always what the whole decoder makes of them."""
+    body = orjson.dumps(TWO)[1:-1].decode()
+    members = [f'"id":{" " if spaced else ""}{orjson.dumps(request_id).decode()}'] if request_id is not None else []
+    header = ("{" + ",".join([*members, body, *extra]) + "}").encode()
+    for _ in range(3):
+        assert _plain(_planned(header + data, len(header))) == _plain(_whole(header + data, len(header)))
