@@ -52,9 +52,27 @@ def _binary_size(item: Input) -> int | None:
     return size
 
 
-def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> tuple[Tensor, int]:
+def _checked_envelope(document: dict[str, Any]) -> Envelope:
+    """The envelope of a request, with at least one input and none given twice."""
+    request = envelope(document)
+    check_has_inputs(len(request.inputs))
+    check_unique_inputs(item.name for item in request.inputs)
+    return request
+
+
+def _checked_size(item: Input, limit: int) -> int | None:
+    """An input's header checked (datatype, shape, size limit); its ``binary_data_size``, None for JSON data."""
     check_tensor_header(item.name, item.datatype, item.shape, limit)
-    size = _binary_size(item)
+    return _binary_size(item)
+
+
+def _tensor_parameters(item: Input) -> dict[str, Any]:
+    """An input's own parameters: the binary extension's size is the decoder's, not the model's."""
+    return {k: v for k, v in (item.parameters or {}).items() if k != BINARY_DATA_SIZE}
+
+
+def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> tuple[Tensor, int]:
+    size = _checked_size(item, limit)
     check_one_data_form(item.name, item.data is not None, size is not None)
     if size is None:
         data = decode_tensor_data(item.name, item.datatype, item.shape, item.data)
@@ -66,8 +84,7 @@ def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> t
             )
         data = decode_binary_data(item.name, item.datatype, item.shape, binary[offset : offset + size])
         offset += size
-    parameters = {k: v for k, v in (item.parameters or {}).items() if k != BINARY_DATA_SIZE}
-    return Tensor(item.name, item.datatype, tuple(item.shape), data, parameters), offset
+    return Tensor(item.name, item.datatype, tuple(item.shape), data, _tensor_parameters(item)), offset
 
 
 def _requested_outputs(request: Envelope) -> tuple[RequestedOutput, ...]:
@@ -161,17 +178,13 @@ def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int) -> _BinaryPlan 
 
 
 def _plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
-    request = envelope(load_json_object(header))
-    check_has_inputs(len(request.inputs))
-    check_unique_inputs(item.name for item in request.inputs)
+    request = _checked_envelope(load_json_object(header))
     inputs = []
     for item in request.inputs:
-        check_tensor_header(item.name, item.datatype, item.shape, max_tensor_bytes)
-        size = _binary_size(item)
+        size = _checked_size(item, max_tensor_bytes)
         if size is None or item.data is not None:
             return None
-        parameters = {k: v for k, v in (item.parameters or {}).items() if k != BINARY_DATA_SIZE}
-        inputs.append(_BinaryInput(item.name, item.datatype, tuple(item.shape), size, parameters))
+        inputs.append(_BinaryInput(item.name, item.datatype, tuple(item.shape), size, _tensor_parameters(item)))
     outputs = _requested_outputs(request)
     total = sum(item.size for item in inputs)
     return _BinaryPlan(tuple(inputs), outputs, request.id, dict(request.parameters or {}), total)
@@ -219,9 +232,7 @@ def decode_infer_document(
 ) -> InferCall:
     """Decode an already-parsed ``$inference_request`` (plus binary tensor bytes, if any)."""
     binary = binary if binary is not None else memoryview(b"")
-    request = envelope(document)
-    check_has_inputs(len(request.inputs))
-    check_unique_inputs(item.name for item in request.inputs)
+    request = _checked_envelope(document)
     tensors: list[Tensor] = []
     offset = 0
     for item in request.inputs:
