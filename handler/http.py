@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
 from mangum import Mangum  # noqa: E402
 
+from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
 from handler.protocol import container  # noqa: E402
 from handler.protocol.loop import event_loop, run  # noqa: E402
@@ -120,16 +121,18 @@ def _correlation_id(event: dict[str, Any]) -> str | None:
     return headers.get("x-amzn-trace-id")
 
 
-# Without ``clear_state``: clearing and rebuilding the formatter's keys cost 5-12 us an invocation, and the one
-# key we add per invocation (the correlation id) is set anew each time, None included (tests/component/
-# test_lambda_http.py checks that one invocation's id never reaches the next one's lines).
-@logger.inject_lambda_context()
+invocation_keys = InvocationKeys(logger)
+
+
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Serve one Lambda invocation: HTTP events through Mangum, batch events through handler.batch."""
     if not is_http_event(event):
         from handler import batch
 
-        return batch.lambda_handler(event, context)
-    logger.set_correlation_id(_correlation_id(event))
+        return batch.lambda_handler(event, context)  # its own Powertools decorator sets the keys (clear_state)
+    # Without ``clear_state``: clearing and rebuilding the formatter's keys cost 5-12 us an invocation, and the
+    # one key we add per invocation (the correlation id) is set anew each time, None included (tests/component/
+    # test_lambda_http.py checks that one invocation's id never reaches the next one's lines).
+    invocation_keys(event, context, _correlation_id(event))
     event_loop()  # Mangum runs the app on the thread's current loop: make sure there is one
     return mangum(strip_stage(event), context)
