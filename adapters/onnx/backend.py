@@ -264,11 +264,12 @@ class OnnxBackend:
         return metadata, wanted, {tensor.name: self._feed(tensor, batched) for tensor in call.inputs}
 
     def _run(self, wanted: Sequence[str], feeds: Mapping[str, np.ndarray]) -> list[Any]:
-        """One ``session.run``, its errors translated and its duration averaged."""
+        """One ``session.run``, its errors translated and its duration averaged (``wanted`` and ``feeds`` as
+        onnxruntime takes them: a list and a dict, which every caller makes anew)."""
         session = self._loaded()[0]
         run_started = time.perf_counter_ns()
         try:
-            arrays = session.run(list(wanted), dict(feeds))
+            arrays = session.run(wanted, feeds)  # type: ignore[arg-type]
         except ort_errors.InvalidArgument as exc:
             raise InvalidInput(f"model '{self.name}' rejected the input: {exc}") from None
         except (ort_errors.Fail, ort_errors.RuntimeException, ort_errors.EPFail) as exc:
@@ -286,7 +287,7 @@ class OnnxBackend:
         types = self._output_types
         batched = metadata.max_batch_size > 0
         return tuple(
-            self._output(name, types[name], array, batched) for name, array in zip(wanted, arrays, strict=True)
+            [self._output(name, types[name], array, batched) for name, array in zip(wanted, arrays, strict=True)]
         )
 
     def infer_sync(self, call: InferCall) -> InferResult:

@@ -56,7 +56,7 @@ def _checked_envelope(document: dict[str, Any]) -> Envelope:
     """The envelope of a request, with at least one input and none given twice."""
     request = envelope(document)
     check_has_inputs(len(request.inputs))
-    check_unique_inputs(item.name for item in request.inputs)
+    check_unique_inputs([item.name for item in request.inputs])
     return request
 
 
@@ -68,7 +68,9 @@ def _checked_size(item: Input, limit: int) -> int | None:
 
 def _tensor_parameters(item: Input) -> dict[str, Any]:
     """An input's own parameters: the binary extension's size is the decoder's, not the model's."""
-    return {k: v for k, v in (item.parameters or {}).items() if k != BINARY_DATA_SIZE}
+    if not item.parameters:
+        return {}
+    return {k: v for k, v in item.parameters.items() if k != BINARY_DATA_SIZE}
 
 
 def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> tuple[Tensor, int]:
@@ -88,9 +90,11 @@ def _decode_input(item: Input, binary: memoryview, offset: int, limit: int) -> t
 
 
 def _requested_outputs(request: Envelope) -> tuple[RequestedOutput, ...]:
+    if not request.outputs:
+        return ()
     outputs: list[RequestedOutput] = []
-    check_unique_outputs(item.name for item in request.outputs or ())
-    for item in request.outputs or ():
+    check_unique_outputs([item.name for item in request.outputs])
+    for item in request.outputs:
         parameters = dict(item.parameters or {})
         binary = parameters.pop(BINARY_DATA, None)
         if binary is not None and not isinstance(binary, bool):

@@ -63,8 +63,8 @@ def decode_infer_request(request: Any, max_tensor_bytes: int) -> InferCall:
     """A ``ModelInferRequest`` -> InferCall (raw contents are zero-copy views)."""
     raw = list(request.raw_input_contents)
     check_has_inputs(len(request.inputs))
-    check_unique_inputs(item.name for item in request.inputs)
-    check_unique_outputs(item.name for item in request.outputs)
+    check_unique_inputs([item.name for item in request.inputs])
+    check_unique_outputs([item.name for item in request.outputs])
     if raw and len(raw) != len(request.inputs):
         raise InvalidInput(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs")
     tensors = []

@@ -6,7 +6,7 @@ against a model's metadata (names, datatypes, shapes) live in ``adapters.validat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from adapters.datatypes import numpy_dtype
@@ -24,11 +24,12 @@ def check_tensor_header(name: str, datatype: str, shape: Sequence[int], max_tens
     numpy_dtype(datatype)
     if len(shape) > MAX_DIMS:
         raise InvalidInput(f"input '{name}' has {len(shape)} dimensions; at most {MAX_DIMS} are supported")
-    if any(dim < 0 for dim in shape):
+    if shape and min(shape) < 0:
         raise InvalidInput(f"input '{name}': shape {list(shape)} has a negative dimension")
-    if element_count(shape) > MAX_ELEMENTS:
+    count = element_count(shape)
+    if count > MAX_ELEMENTS:
         raise InvalidInput(f"input '{name}': shape {list(shape)} has more elements than a 64-bit count can hold")
-    check_allocation(name, datatype, shape, max_tensor_bytes)
+    check_allocation(name, datatype, shape, max_tensor_bytes, count)
 
 
 def check_has_inputs(count: int) -> None:
@@ -37,22 +38,29 @@ def check_has_inputs(count: int) -> None:
         raise InvalidInput("invalid inference request: 'inputs' must list at least one tensor")
 
 
-def check_unique_inputs(names: Iterable[str]) -> None:
+def _first_repeated(names: Sequence[str]) -> str | None:
+    if len(names) < 2:
+        return None
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def check_unique_inputs(names: Sequence[str]) -> None:
     """No input is given twice."""
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise InvalidInput(f"input '{name}' is given twice")
-        seen.add(name)
+    repeated = _first_repeated(names)
+    if repeated is not None:
+        raise InvalidInput(f"input '{repeated}' is given twice")
 
 
-def check_unique_outputs(names: Iterable[str]) -> None:
+def check_unique_outputs(names: Sequence[str]) -> None:
     """No output is requested twice."""
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            raise InvalidInput(f"output '{name}' is requested twice")
-        seen.add(name)
+    repeated = _first_repeated(names)
+    if repeated is not None:
+        raise InvalidInput(f"output '{repeated}' is requested twice")
 
 
 def check_one_data_form(name: str, inline: bool, binary: bool) -> None:

@@ -25,9 +25,10 @@ def element_count(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def check_allocation(name: str, datatype: str, shape: Sequence[int], limit: int) -> None:
-    """Refuse a shape whose fixed-size data would exceed ``limit`` bytes, before anything is allocated."""
-    size = element_count(shape) * max(element_size(datatype), 1)
+def check_allocation(name: str, datatype: str, shape: Sequence[int], limit: int, count: int | None = None) -> None:
+    """Refuse a shape whose fixed-size data would exceed ``limit`` bytes, before anything is allocated (``count``:
+    the shape's element count, where the caller has it)."""
+    size = (element_count(shape) if count is None else count) * max(element_size(datatype), 1)
     if size > limit:
         raise PayloadTooLarge(
             f"tensor '{name}' with shape {list(shape)} and datatype {datatype} would need {size} bytes, "

@@ -7,7 +7,8 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Final
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
 from handler.protocol.limits import too_large
@@ -33,11 +34,15 @@ async def read_body(request: Request, limit: int) -> bytes:
     return await read_stream(request.stream(), request.headers.get("content-length"), limit)
 
 
+def _check_declared(declared: str | None, limit: int) -> None:
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(declared, limit)
+
+
 async def read_stream(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
     """The raw body from its chunks, refusing more than ``limit`` bytes (by the declared Content-Length first)
     before buffering them."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(declared, limit)
+    _check_declared(declared, limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in stream:
@@ -46,6 +51,28 @@ async def read_stream(stream: AsyncIterator[bytes], declared: str | None, limit:
             raise too_large(f"more than {limit}", limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_receive(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """``read_stream`` for the ASGI ``receive`` callable itself: the same limits, ClientDisconnect if the client
+    goes. A body that comes in one message (every Lambda event, most small requests) is returned as it came."""
+    _check_declared(declared, limit)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(f"more than {limit}", limit)
+        if not message.get("more_body", False):
+            if not chunks:
+                return chunk
+            chunks.append(chunk)
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:

@@ -10,6 +10,7 @@ about 50 to 10 us of CPU (bench/bench_request_cpu.py).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -17,36 +18,11 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.errors import V2Error
+from handler.rest.body import read_receive
 from handler.rest.errors import unexpected_error_response, v2_error_response
 from handler.rest.inference import Inference
 
 INFER_PATH: Final = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
-
-
-class _BodyChunks:
-    """The request body's chunks as ASGI ``receive`` hands them over; ClientDisconnect if the client goes.
-
-    A class rather than an async generator: the event loop hooks every async generator's first iteration and
-    finalisation (a weak set per loop), a cost this would pay on every request for nothing.
-    """
-
-    __slots__ = ("_done", "_receive")
-
-    def __init__(self, receive: Receive) -> None:
-        self._receive = receive
-        self._done = False
-
-    def __aiter__(self) -> _BodyChunks:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._done:
-            raise StopAsyncIteration
-        message = await self._receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        self._done = not message.get("more_body", False)
-        return message.get("body", b"")
 
 
 class InferFastPath:
@@ -70,7 +46,7 @@ class InferFastPath:
             return
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
         try:
-            response = await self.inference(match[1], match[2], headers, lambda: _BodyChunks(receive))
+            response = await self.inference(match[1], match[2], headers, functools.partial(read_receive, receive))
         except V2Error as exc:
             response = v2_error_response(exc)
         except ClientDisconnect:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -39,8 +39,9 @@ def _parse_header_length(value: str | None) -> int | None:
     return length
 
 
-#: Where the body of a request comes from: Starlette's ``Request.stream`` or the fast path's ASGI receive.
-BodyStream = Callable[[], AsyncIterator[bytes]]
+#: Reads a request's body given its declared Content-Length and the size limit: ``read_stream`` over Starlette's
+#: ``Request.stream`` on the route, ``read_receive`` over the ASGI receive on the fast path.
+BodyReader = Callable[[str | None, int], Awaitable[bytes]]
 
 #: The inference routes, with the path parameters they take.
 INFER_PATHS: tuple[str, ...] = (
@@ -56,12 +57,12 @@ class Inference:
         self.dataplane, self.settings, self.telemetry = dataplane, settings, telemetry
 
     async def __call__(
-        self, model_name: str, model_version: str | None, headers: Mapping[str, str], stream: BodyStream
+        self, model_name: str, model_version: str | None, headers: Mapping[str, str], read_body: BodyReader
     ) -> Response:
         """Answer one request; V2Error for the error handlers (``rest/errors.py``) to turn into ``{"error"}``."""
         with self.telemetry.observe(model_name, model_version) as observation:
             try:
-                response = await self._infer(model_name, model_version, headers, stream, observation)
+                response = await self._infer(model_name, model_version, headers, read_body, observation)
             except V2Error as exc:
                 observation.status = status_of(exc)
                 raise
@@ -73,12 +74,12 @@ class Inference:
         model_name: str,
         model_version: str | None,
         headers: Mapping[str, str],
-        stream: BodyStream,
+        read_body: BodyReader,
         observation: InferObservation,
     ) -> Response:
         settings, telemetry, dataplane = self.settings, self.telemetry, self.dataplane
         check_media_type(headers.get("content-type"))
-        body = await read_stream(stream(), headers.get("content-length"), settings.max_body_bytes)
+        body = await read_body(headers.get("content-length"), settings.max_body_bytes)
         observation.bytes_in = len(body)
         if dataplane.passes_through(model_name):  # Triton over HTTP: the same bytes, unless they need decoding
             forwarded = await forward_as_is(dataplane, model_name, model_version, headers, body, observation)
@@ -122,7 +123,11 @@ def add_inference_routes(app: FastAPI, inference: Inference) -> None:
 
     async def infer(request: Request) -> Response:
         params = request.path_params
-        return await inference(params["model_name"], params.get("model_version"), request.headers, request.stream)
+
+        def read_body(declared: str | None, limit: int) -> Awaitable[bytes]:
+            return read_stream(request.stream(), declared, limit)
+
+        return await inference(params["model_name"], params.get("model_version"), request.headers, read_body)
 
     for path in reversed(INFER_PATHS):
         app.router.routes.insert(0, Route(path, infer, methods=["POST"], name="infer"))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import zlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from starlette.requests import ClientDisconnect
 
 from adapters.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding
+from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_receive, read_stream
 
 BODY = b'{"inputs": []}' * 10
 
@@ -73,3 +77,45 @@ def test_negotiate_encoding(header: str | None, chosen: str | None) -> None:
 def test_compress_round_trips() -> None:
     assert gzip.decompress(compress(BODY, "gzip")) == BODY
     assert zlib.decompress(compress(BODY, "deflate")) == BODY
+
+
+def _receive(messages: list[dict[str, Any]]) -> Any:
+    queue = iter(messages)
+
+    async def receive() -> dict[str, Any]:
+        return next(queue)
+
+    return receive
+
+
+def _chunks(chunks: list[bytes]) -> list[dict[str, Any]]:
+    return [{"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1} for i, chunk in enumerate(chunks)]
+
+
+async def _stream(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+@pytest.mark.parametrize("chunks", [[BODY], [b""], [BODY[:7], BODY[7:]], [b"", BODY, b""], [b"a"] * 5])
+def test_read_receive_gives_what_read_stream_gives(chunks: list[bytes]) -> None:
+    """The fast path's body reader (the ASGI receive) and the route's (Starlette's stream) agree."""
+    received = asyncio.run(read_receive(_receive(_chunks(chunks)), None, 1 << 20))
+    assert received == asyncio.run(read_stream(_stream(chunks), None, 1 << 20)) == b"".join(chunks)
+
+
+def test_read_receive_refuses_a_declared_size_over_the_limit_before_reading() -> None:
+    with pytest.raises(PayloadTooLarge, match="request body of 101 bytes is over the limit of 100 bytes"):
+        asyncio.run(read_receive(_receive([]), "101", 100))
+
+
+@pytest.mark.parametrize("chunks", [[b"x" * 101], [b"x" * 60, b"x" * 41]])
+def test_read_receive_stops_at_the_limit_whatever_was_declared(chunks: list[bytes]) -> None:
+    with pytest.raises(PayloadTooLarge, match="more than 100"):
+        asyncio.run(read_receive(_receive(_chunks(chunks)), "10", 100))
+
+
+def test_read_receive_raises_client_disconnect() -> None:
+    messages = [{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}]
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(read_receive(_receive(messages), None, 100))
