@@ -2,7 +2,8 @@
 
 Each case runs the same invocations twice, on two fresh Loggers: once through Powertools' decorator (with the
 correlation id set inside, as ``handler.http`` did before), once through ``InvocationKeys``; every line must be
-the same but for its timestamp (and, for the event's own line, where in the code it was logged).
+the same but for its timestamp and service (each Logger is new) and, for the logged event's own line, where in the
+code it was logged and its correlation id (now its own invocation's, before the previous one's).
 """
 
 from __future__ import annotations
