@@ -15,7 +15,7 @@ LAMBDA_PYTHON_VERSION ?= 3.12
 LAMBDA_REQUIREMENTS ?= requirements-lambda.txt
 # The first python3.12 that runs: on PATH, else one installed by pyenv.
 LAMBDA_PYTHON ?= $(firstword $(shell python$(LAMBDA_PYTHON_VERSION) -c 'import sys; print(sys.executable)' 2>/dev/null) \
-	$(wildcard $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON_VERSION).*/bin/python$(LAMBDA_PYTHON_VERSION)))
+	$(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(LAMBDA_PYTHON_VERSION).*/bin/python$(LAMBDA_PYTHON_VERSION)))
 ARCH = $(shell LAMBDA_ARCH=$(LAMBDA_ARCH) $(LAMBDA_PYTHON) scripts/lambda_arch.py template.yaml)
 MACHINE_x86_64 := x86_64
 MACHINE_arm64 := aarch64

@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.tool_env import ToolError, find_python
+
 FLOOR = "import numpy, onnxruntime, fastapi, mangum"
 SESSIONS = (
     "import onnxruntime as ort; o = ort.SessionOptions(); o.intra_op_num_threads = 2; "
@@ -43,13 +45,10 @@ CHECK = "assert answer['statusCode'] == 200 and b'probabilities' in answer['body
 
 
 def _python() -> str:
-    found = shutil.which("python3.12")
-    pyenv = sorted(Path.home().glob(".pyenv/versions/3.12.*/bin/python3.12"))
-    candidates = [p for p in [found, *map(str, pyenv)] if p]
-    for candidate in candidates:
-        if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
-            return candidate
-    raise SystemExit("python3.12 is needed (the Lambda runtime's version)")
+    try:
+        return find_python("3.12")
+    except ToolError as exc:
+        raise SystemExit(f"{exc}: it is needed as the Lambda runtime's version") from exc
 
 
 def _sample(python: str, package: Path, layer: Path, steps: list[str], check: str = "") -> list[float]:

@@ -4,6 +4,8 @@ bench/bench_serve_start.py copies this file beside ``model-settings.json`` (MLSe
 ``sys.path``) and runs it in the ``mlserver`` tool venv, never in the product's environment.
 """
 
+# tool venv: mlserver
+
 from __future__ import annotations
 
 import onnxruntime as ort

@@ -70,8 +70,9 @@ class ToolError(RuntimeError):
 
 
 def find_python(version: str) -> str:
-    """An interpreter of ``version`` (e.g. "3.12"): on PATH, else one installed by pyenv."""
-    pyenv = sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python{version}"))
+    """An interpreter of ``version`` (e.g. "3.12"): on PATH, else one installed by pyenv (``PYENV_ROOT``)."""
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    pyenv = sorted(pyenv_root.glob(f"versions/{version}.*/bin/python{version}"))
     candidates = [shutil.which(f"python{version}"), *map(str, pyenv)]
     for candidate in candidates:
         if candidate and subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:

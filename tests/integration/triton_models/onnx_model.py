@@ -1,5 +1,6 @@
 """A Triton Python-backend model that runs the ONNX file beside it with onnxruntime (the wheel's tritonserver
 has no onnxruntime backend of its own). Its ``parameters`` may ask for a delay, to play a slow model."""
+# tool venv: pytriton (tritonserver's Python-backend stub runs it with that venv on its path)
 
 import json
 import os
