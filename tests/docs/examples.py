@@ -1,0 +1,118 @@
+"""The code examples of the documentation, as fenced blocks read from the pages.
+
+A ``bash`` or ``python`` block that addresses a local server (``localhost:8000``, ``127.0.0.1:8000``, and the gRPC
+port ``8001``) is an example that runs: the tests start ``oip serve`` over the demo repository and run it against
+that server. The fenced block right after it, when its info string carries ``title="Output"``, is what it prints:
+compared with whitespace normalised, ``...`` standing for any text. A block that shows its output runs too, server
+or not. A small extractor rather than pytest-examples
+or mktestdocs: those run Python blocks only (this documentation is mostly curl) and add a dependency for what
+forty lines do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+RUNNABLE_LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
+#: The addresses examples use for the local server; the tests swap in the ports of the server they started.
+HTTP_ADDRESS = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
+GRPC_ADDRESS = re.compile(r"\b(localhost|127\.0\.0\.1):8001\b")
+#: How a block that calls an endpoint not addressed to the local server shows it is a deployment's example: a
+#: placeholder (``<api-url>``), a shell variable (``$API_URL``) or one read from the environment
+#: (``os.environ["API_URL"]``).
+PLACEHOLDER = re.compile(r"<[a-z][\w .-]*>|\$\{?[A-Z_]+\}?|environ\[\"[A-Z_]+\"\]")
+CALLS_A_SERVER = re.compile(r"\bcurl\b|InferenceServerClient|\bhttpx\.|\brequests\.(get|post)|\bawscurl\b")
+FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block."""
+
+    page: Path
+    line: int
+    language: str
+    info: str
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def is_output(self) -> bool:
+        return 'title="Output"' in self.info
+
+    @property
+    def runs(self) -> bool:
+        """Whether this is an example to run against the local server."""
+        return self.language in RUNNABLE_LANGUAGES and bool(
+            HTTP_ADDRESS.search(self.code) or GRPC_ADDRESS.search(self.code)
+        )
+
+
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of a Markdown page, in order (indented fences, as in lists, included)."""
+    found: list[Block] = []
+    lines = page.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opening = FENCE.match(lines[index])
+        if not opening:
+            index += 1
+            continue
+        indent, fence, info = opening["indent"], opening["fence"], opening["info"].strip()
+        body: list[str] = []
+        index += 1
+        while index < len(lines) and lines[index].strip() != fence:
+            body.append(lines[index][len(indent) :] if lines[index].startswith(indent) else lines[index].lstrip())
+            index += 1
+        language = info.split()[0] if info else ""
+        found.append(Block(page, index - len(body), language, info, "\n".join(body) + "\n"))
+        index += 1
+    return found
+
+
+@dataclass(frozen=True)
+class Example:
+    """A block that runs, and the output the page shows for it (None when it shows none)."""
+
+    block: Block
+    output: str | None
+
+
+def examples(page: Path) -> list[Example]:
+    """The runnable examples of a page with their shown output: the next block, if it is titled Output and only
+    blank lines separate the two."""
+    text = page.read_text().splitlines()
+    found = []
+    page_blocks = blocks(page)
+    for block, following in zip(page_blocks, [*page_blocks[1:], None], strict=False):
+        if block.language not in RUNNABLE_LANGUAGES:
+            continue
+        output = None
+        if following is not None and following.is_output:
+            closing = block.line + block.code.count("\n")  # the closing fence's index in ``text`` (0-based)
+            between = text[closing + 1 : following.line - 1]
+            if all(not line.strip() for line in between):
+                output = following.code
+        if block.runs or output is not None:
+            found.append(Example(block, output))
+    return found
+
+
+def _normalise(text: str) -> str:
+    """Runs of whitespace as one space, none around JSON's punctuation: the page may pretty-print what the
+    server writes compactly."""
+    text = re.sub(r"\s+", " ", text.strip())
+    return re.sub(r" ?([{}\[\],:]) ?", r"\1", text)
+
+
+def output_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` is what the page shows, ``...`` matching any text."""
+    pattern = ".*?".join(re.escape(part) for part in _normalise(shown).split("..."))
+    return re.fullmatch(pattern, _normalise(printed), re.DOTALL) is not None

@@ -1,0 +1,148 @@
+"""Every example of the README and docs/ that talks to a server runs here, against a real ``oip serve`` over the
+demo repository (HTTP and gRPC), and prints what its page shows (tests/docs/examples.py says how blocks are read)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+from tests.docs.examples import (
+    CALLS_A_SERVER,
+    GRPC_ADDRESS,
+    HTTP_ADDRESS,
+    PAGES,
+    PLACEHOLDER,
+    ROOT,
+    RUNNABLE_LANGUAGES,
+    Example,
+    blocks,
+    examples,
+    output_matches,
+)
+
+ALL_EXAMPLES = [example for page in PAGES for example in examples(page)]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[int, int]]:
+    """``oip serve`` over the demo repository, as the pages start it, on free ports: (HTTP port, gRPC port)."""
+    port, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--grpc-port", str(grpc_port)]
+    environment = {k: v for k, v in os.environ.items() if k != "MODEL_REPOSITORY"} | {"OIP_WORKERS": "1"}
+    with subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, cwd=ROOT) as process:
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "oip serve did not become ready"
+                time.sleep(0.1)
+            yield port, grpc_port
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def _run(example: Example, ports: tuple[int, int], cwd: Path) -> subprocess.CompletedProcess[str]:
+    code = HTTP_ADDRESS.sub(lambda m: f"{m[1]}:{ports[0]}", example.block.code)
+    code = GRPC_ADDRESS.sub(lambda m: f"{m[1]}:{ports[1]}", code)
+    # `python`, `oip` and `pip` of the examples are this environment's.
+    environment = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    if RUNNABLE_LANGUAGES[example.block.language] == "bash":
+        command = ["bash", "-e", "-o", "pipefail", "-c", code]
+    else:
+        command = [sys.executable, "-c", code]
+    # A session of its own, so that whatever an example starts is stopped with it, even past the timeout.
+    with subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = "", "timed out after 120 s"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("example", ALL_EXAMPLES, ids=lambda e: e.block.name)
+def test_example_runs_against_oip_serve(example: Example, server: tuple[int, int], tmp_path: Path) -> None:
+    result = _run(example, server, tmp_path)
+    assert result.returncode == 0, f"{example.block.name} failed:\n{example.block.code}\n{result.stderr[-3000:]}"
+    if example.output is not None:
+        assert output_matches(example.output, result.stdout), (
+            f"{example.block.name} printed:\n{result.stdout[-3000:]}\nthe page shows:\n{example.output}"
+        )
+
+
+def test_the_pages_hold_examples_that_run() -> None:
+    """The extractor finds the examples (a change of convention would otherwise pass with nothing run)."""
+    per_page = {page.relative_to(ROOT).as_posix(): 0 for page in PAGES}
+    for example in ALL_EXAMPLES:
+        per_page[example.block.page.relative_to(ROOT).as_posix()] += 1
+    assert per_page["README.md"] == 2, "the README shows one curl and one tritonclient example"
+    for page in ("getting-started", "protocol", "content-types", "platforms", "operations", "troubleshooting"):
+        assert per_page[f"docs/{page}.md"] >= 1, page
+    assert sum(1 for e in ALL_EXAMPLES if e.output is not None) >= 10
+
+
+def test_every_call_to_a_server_is_an_example_that_runs_or_a_deployments() -> None:
+    """A shell or Python block that calls an HTTP endpoint either addresses the local server (and so runs above)
+    or shows by a placeholder (``<api-url>``, ``$API_URL``) that it is addressed to a deployment."""
+    unaddressed = [
+        block.name
+        for page in PAGES
+        for block in blocks(page)
+        if block.language in RUNNABLE_LANGUAGES
+        and not block.runs
+        and CALLS_A_SERVER.search(block.code)
+        and not PLACEHOLDER.search(block.code)
+    ]
+    assert not unaddressed
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "matches"),
+    [
+        ('{"a": [1, 2],\n "b": "x"}', '{"a":[1,2],"b":"x"}\n', True),
+        ('{"id": "...", "b": 1}', '{"id":"f00","b":1}', True),
+        ('{"b": 1}', '{"b":2}', False),
+        ("label: 2", "label: 2\nmore", False),
+    ],
+)
+def test_shown_output_is_compared_whitespace_blind_with_ellipses(shown: str, printed: str, matches: bool) -> None:
+    assert output_matches(shown, printed) is matches
+
+
+def test_an_output_block_belongs_to_the_example_right_above_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        '```bash\ncurl -s localhost:8000/v2\n```\n\n```json title="Output"\n{}\n```\n\n'
+        '```bash\ncurl -s localhost:8000/v2\n```\n\ntext\n\n```json title="Output"\n{}\n```\n'
+    )
+    first, second = examples(page)
+    assert first.output == "{}\n" and second.output is None
+    assert re.search("8000", first.block.code)
