@@ -11,7 +11,7 @@ noisy neighbour slows both alike, and prints each round and the ratio of the med
   untimed invocations; bench/bench_lambda_invoke.py's Context);
 - ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``).
 
-The other checkout is e.g. ``git worktree add /tmp/before HEAD~3``; it needs those two bench modules (session 2 on).
+The other checkout is e.g. ``git worktree add /tmp/before HEAD~3``; it needs those two bench modules.
 """
 
 from __future__ import annotations

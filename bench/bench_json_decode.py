@@ -2,10 +2,10 @@
 
     python -m bench.bench_json_decode [--repeat N]
 
-1. Decode of a 1x3x224x224 FP32 JSON request (nested and flat ``data``) in process: new vs old, plus the old
-   floor ``orjson.loads`` + ``np.asarray`` and simdjson's parse alone; INT64 and the 1x4 request for scale.
-2. The image JSON infer p50 over HTTP against two ``oip serve --workers 1`` processes, one with the new path and
-   one with it switched off (its threshold set above any body); the requests alternate between the two so that
+1. Decode of a 1x3x224x224 FP32 JSON request (nested and flat ``data``) in process: simdjson against orjson, plus
+   the floor ``orjson.loads`` + ``np.asarray`` and simdjson's parse alone; INT64 and the 1x4 request for scale.
+2. The image JSON infer p50 over HTTP against two ``oip serve --workers 1`` processes, one with the simdjson path
+   and one with it switched off (its threshold set above any body); the requests alternate between the two so that
    a noisy machine weighs on both alike. The 1x4 JSON request (under the threshold: orjson on both) as control.
 """
 

@@ -1,4 +1,4 @@
-"""Issue 15's latency targets at concurrency 1, every server side by side in one run, requests alternating.
+"""Latency at concurrency 1 against its targets, every server side by side in one run, requests alternating.
 
     python -m bench.bench_latency [--repeat 400] [--rounds 1]
 
@@ -200,7 +200,7 @@ def table(results: dict[str, dict[str, list[float]]]) -> str:
 
 
 def targets(results: dict[str, dict[str, list[float]]]) -> str:
-    """Issue 15's targets, met or not."""
+    """The latency targets, met or not."""
 
     def ratio(case: str) -> float:
         return p50(results[case]["oip"]) / p50(results[case]["Triton"])

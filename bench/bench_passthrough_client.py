@@ -4,7 +4,7 @@
     python -m bench.bench_passthrough_client [--python /tmp/venv/bin/python] [--repeat 400] [--rounds 2]
 
 This process starts tritonserver (``tests/integration/triton_server.py``, the models of ``bench_latency``) and
-writes the two request bodies of issue 15's forwarding targets (the 1x4 FP32 JSON request, the 1x3x224x224 FP32
+writes the two request bodies of bench_latency's forwarding targets (the 1x4 FP32 JSON request, the 1x3x224x224 FP32
 binary one, 600 KB); the clients run in ``--python``, an interpreter that has them installed (``aiohttp`` and
 ``orjson`` for the pass-through, any of ``pyreqwest``, ``curl_cffi``; ``uvloop`` when present, as ``oip serve``
 runs), so that trying a client needs no install into the project's environment (the project's own interpreter
@@ -38,7 +38,7 @@ The image target (forward - Triton <= 1.0 ms) is bound by the floor: the front h
 was 0.55-0.80 ms on aiohttp and 0.37-0.48 ms on pyreqwest (4 rounds). So even pyreqwest meets the target only
 while the null server answers the image in under about 0.55 ms (it did once, at load 1.1: +0.97 ms), and aiohttp
 never can at these loads; in runs where the null server took 1.0-1.2 ms no client can. The 1x4 forward was
-+0.52 to +0.73 ms over Triton on aiohttp in every round of this session (null 0.26-0.35 ms).
++0.52 to +0.73 ms over Triton on aiohttp in every round (null 0.26-0.35 ms).
 """
 
 from __future__ import annotations

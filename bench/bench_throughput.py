@@ -79,7 +79,7 @@ def small_model() -> onnx.ModelProto:
 
 
 def _triton_server() -> ModuleType:
-    """``tests.integration.triton_server``, also while handler/ is being moved into rooms (an old import there)."""
+    """``tests.integration.triton_server``, also from a checkout whose settings module is ``handler.settings``."""
     try:
         return importlib.import_module("tests.integration.triton_server")
     except ModuleNotFoundError as error:

@@ -4,8 +4,9 @@ Everything heavy happens at import time, in Lambda's init phase (or before a Sna
 the model repository is read and the default versions load and run once. Mangum runs with
 ``lifespan="off"``: it would otherwise run the app's lifespan on every invocation.
 
-Events that are not HTTP (SQS, S3, Step Functions) are routed to ``handler.batch`` so one function can
-serve both; Mangum would fail on them with "unable to infer a handler".
+Batch events (SQS, S3, Step Functions) are routed to ``handler.batch`` so one function can serve both; every other
+event is checked before Mangum reads it (``handler.rest.lambda_event``): a malformed one, or one whose body is over
+``OIP_MAX_BODY_BYTES``, is answered with a 400 (413) ``{"error": ...}`` in its service's response format.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
 from mangum import Mangum  # noqa: E402
 
+from handler.batch.routing import batch_event_kind  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
 from handler.protocol import container  # noqa: E402
@@ -34,6 +36,7 @@ from handler.protocol.loop import event_loop, run  # noqa: E402
 from handler.protocol.memory import keep_freed_memory  # noqa: E402
 from handler.protocol.warmup import warm_up  # noqa: E402
 from handler.rest.app import create_app  # noqa: E402
+from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
 
 if TYPE_CHECKING:
     from handler.observability.request_log import RequestLogSampler
@@ -64,6 +67,7 @@ sampler = _sampler()
 telemetry = PowertoolsTelemetry(sampler, tracing=os.environ.get("OIP_TRACING", "0") == "1")
 app = create_app(container.dataplane(), container.settings(), telemetry)
 mangum = Mangum(app, lifespan="off")
+max_body_bytes = container.settings().max_body_bytes
 
 
 def _warm() -> None:
@@ -107,32 +111,40 @@ def strip_stage(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "requestContext": {**context, "http": {**http, "path": path[len(prefix) :] or "/"}}}
 
 
-def is_http_event(event: dict[str, Any]) -> bool:
-    """API Gateway (REST or HTTP API), ALB and Function URL events."""
-    context = event.get("requestContext") or {}
-    return "httpMethod" in event or "http" in context or "elb" in context
-
-
 def _correlation_id(event: dict[str, Any]) -> str | None:
-    request_id = (event.get("requestContext") or {}).get("requestId")
+    request_id = event["requestContext"].get("requestId")
     if request_id:
         return str(request_id)
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     return headers.get("x-amzn-trace-id")
 
 
+def _request_id(event: Any) -> str | None:
+    """The service's request id of an event that may be malformed."""
+    context = event.get("requestContext") if type(event) is dict else None
+    request_id = context.get("requestId") if type(context) is dict else None
+    return request_id if type(request_id) is str and request_id else None
+
+
 invocation_keys = InvocationKeys(logger)
 
 
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     """Serve one Lambda invocation: HTTP events through Mangum, batch events through handler.batch."""
-    if not is_http_event(event):
+    shape = http_shape(event)
+    if shape is None and batch_event_kind(event) is not None:
         from handler import batch
 
         return batch.lambda_handler(event, context)  # its own Powertools decorator sets the keys (clear_state)
+    try:
+        accepted = accept(event, shape, max_body_bytes)
+    except MalformedEvent as error:
+        invocation_keys(event, context, _request_id(event))
+        logger.warning("event refused", extra={"status": error.status, "reason": error.message})
+        return error_response(event, error)
     # Without ``clear_state``: clearing and rebuilding the formatter's keys cost 5-12 us an invocation, and the
     # one key we add per invocation (the correlation id) is set anew each time, None included (tests/component/
     # test_lambda_http.py checks that one invocation's id never reaches the next one's lines).
-    invocation_keys(event, context, _correlation_id(event))
+    invocation_keys(event, context, _correlation_id(event))  # the event as it came, also when it is logged
     event_loop()  # Mangum runs the app on the thread's current loop: make sure there is one
-    return mangum(strip_stage(event), context)
+    return mangum(strip_stage(accepted), context)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# One image for every platform, chosen by the environment alone (README: "One image, four platforms"):
+# One image for every platform, chosen by the environment alone (docs/serving.md, "The container image"):
 # - AWS Lambda (container image): the runtime API is set -> the Lambda runtime interface client runs the handler;
 # - SageMaker starts containers as `docker run IMAGE serve` -> `oip serve` on SageMaker's contract;
 # - otherwise `oip serve`, which reads Vertex AI's AIP_* variables when present (handler/protocol/platform.py).

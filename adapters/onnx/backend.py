@@ -18,6 +18,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from adapters.datatypes import from_config_type
 from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported
+from adapters.onnx.messages import public_message
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
 from adapters.repository.model_config import model_config_pb2
 from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
@@ -193,7 +194,7 @@ class OnnxBackend:
                 self._session = session
             except Exception as exc:  # any load failure makes this version unavailable, not the server
                 logger.error("model %s version %s failed to load: %s", self.name, self.version, exc)
-                self._error = f"model '{self.name}' version {self.version} failed to load: {exc}"
+                self._error = f"model '{self.name}' version {self.version} failed to load: {public_message(exc)}"
 
     def _read_metadata(self, session: ort.InferenceSession) -> ModelMetadata:
         max_batch_size = int(self.config.max_batch_size) if self.config is not None else 0
@@ -271,9 +272,10 @@ class OnnxBackend:
         try:
             arrays = session.run(wanted, feeds)  # type: ignore[arg-type]
         except ort_errors.InvalidArgument as exc:
-            raise InvalidInput(f"model '{self.name}' rejected the input: {exc}") from None
+            raise InvalidInput(f"model '{self.name}' rejected the input: {public_message(exc)}") from None
         except (ort_errors.Fail, ort_errors.RuntimeException, ort_errors.EPFail) as exc:
-            raise InternalError(f"model '{self.name}' failed while running: {exc}") from None
+            logger.error("model %s version %s failed while running: %s", self.name, self.version, exc)
+            raise InternalError(f"model '{self.name}' failed while running: {public_message(exc)}") from None
         # Wall time, not the process's CPU time: clock_gettime(CLOCK_PROCESS_CPUTIME_ID) sums every thread's
         # (onnxruntime's pool too) and cost a third of a small Lambda invocation. running_estimate damps stalls.
         elapsed_ns = time.perf_counter_ns() - run_started

@@ -18,7 +18,8 @@ def parse_gcs_uri(uri: str) -> tuple[str, str]:
 
 
 def download_gcs_repository(uri: str, destination: Path | None = None, client: object | None = None) -> Path:
-    """Download every object under the prefix, keeping relative paths and update times; returns the root."""
+    """Download every object under the prefix, keeping relative paths and update times; returns the root. A name
+    that would leave the local copy stops the copy (``local_target``)."""
     bucket, prefix = parse_gcs_uri(uri)
     destination = destination or local_copy(uri)
     marker = destination / ".complete"

@@ -50,9 +50,15 @@ def parse_model_config(text: str, source: str = "config.pbtxt") -> Any:
     return config
 
 
-def load_model_config(path: Path) -> Any:
-    """Read and parse a ``config.pbtxt`` file."""
-    return parse_model_config(path.read_text(encoding="utf-8"), str(path))
+def load_model_config(path: Path, source: str | None = None) -> Any:
+    """Read and parse a ``config.pbtxt`` file; errors name it as ``source`` (default: its path)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{source or path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InvalidInput(f"{source or path} cannot be read: {exc.strerror}") from None
+    return parse_model_config(text, source or str(path))
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urlparse
 
 from adapters.errors import InvalidInput
@@ -30,10 +30,26 @@ def local_copy(uri: str) -> Path:
 
 
 def local_target(destination: Path, key: str, prefix: str) -> Path | None:
-    """The local file of object ``key`` under ``prefix``; None for folder markers and keys escaping the copy."""
-    relative = PurePosixPath(key[len(prefix) :])
-    if not relative.parts or key.endswith("/") or ".." in relative.parts:
+    """The local file of object ``key`` under ``prefix``; None for folder markers (keys ending in ``/``).
+
+    A key must name a plain relative path under the prefix (no absolute path, no empty, ``.`` or ``..`` segment,
+    no backslash or NUL) whose file resolves inside ``destination``; any other is InvalidInput and stops the copy:
+    whoever can write to the bucket must not be able to write anywhere else on this machine.
+    """
+    relative = key[len(prefix) :]
+    if key.startswith(prefix) and (not relative or relative.endswith("/")):
         return None
-    target = destination.joinpath(*relative.parts)
+    parts = relative.split("/")
+    root = destination.resolve()
+    target = root.joinpath(*parts)
+    if (
+        not key.startswith(prefix)
+        or any(part in ("", ".", "..") or "\\" in part or "\x00" in part for part in parts)
+        or not target.resolve().is_relative_to(root)
+    ):
+        raise InvalidInput(
+            f"object key {key!r} is not a plain relative path under {prefix!r} (an absolute path, an empty, '.' "
+            "or '..' segment, a backslash or a NUL, or a file outside the local copy): the copy is refused"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     return target

@@ -4,7 +4,9 @@ Versions follow ``version_policy`` when config.pbtxt gives one (latest / all / s
 without one every version directory present is served. The default version (used by
 version-less URLs) is the highest, unless config names another with
 ``parameters { key: "default_version" value { string_value: "N" } }``.
-Default versions load eagerly (``load_defaults``); the others on first use.
+Default versions load eagerly (``load_defaults``); the others on first use. Every file a model reads
+(config.pbtxt, its ``label_filename`` files, each version's model file) must resolve inside the model's directory
+(``confined.inside_model``); a model naming one outside is not ready, and says which setting.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from adapters.base import ModelBackend
 from adapters.errors import InvalidInput, ModelNotFound, ModelNotReady
+from adapters.repository.confined import inside_model
 from adapters.repository.model_config import load_model_config, string_parameter
 from adapters.types import ModelIndexEntry
 
@@ -63,21 +66,45 @@ def select_versions(present: list[int], config: Any) -> list[int]:
     return present
 
 
+def _model_file_name(entry: ModelEntry) -> str:
+    return (entry.config.default_model_filename if entry.config is not None else "") or DEFAULT_MODEL_FILE
+
+
+def model_file(entry: ModelEntry, version: str) -> Path:
+    """The model file of one version: config.pbtxt's ``default_model_filename``, else model.onnx."""
+    return entry.directory / version / _model_file_name(entry)
+
+
+def _check_files(entry: ModelEntry) -> None:
+    """Every file config.pbtxt names, and every version's model file, is inside the model's directory."""
+    directory, config = entry.directory, entry.config
+    if config is not None:
+        for output in config.output:
+            if output.label_filename:
+                inside_model(directory, output.label_filename, f"label_filename of output '{output.name}'")
+    setting = "default_model_filename" if config is not None and config.default_model_filename else "model.onnx"
+    for version in entry.versions:
+        inside_model(directory, _model_file_name(entry), f"{setting} of version {version}", version)
+
+
 def _scan_model(directory: Path, default_override: str | None = None) -> ModelEntry:
     entry = ModelEntry(directory.name, directory)
     try:
         config_path = directory / CONFIG_FILE
         if config_path.is_file():
-            entry.config = load_model_config(config_path)
+            inside_model(directory, CONFIG_FILE, CONFIG_FILE)
+            entry.config = load_model_config(config_path, f"{directory.name}/{CONFIG_FILE}")
             entry.parameters = {key: value.string_value for key, value in entry.config.parameters.items()}
             if entry.config.name and entry.config.name != directory.name:
                 raise InvalidInput(
-                    f"{config_path}: name '{entry.config.name}' differs from the directory name '{directory.name}'"
+                    f"{directory.name}/{CONFIG_FILE}: name '{entry.config.name}' differs from the directory name "
+                    f"'{directory.name}'"
                 )
         versions = [str(v) for v in select_versions(_version_dirs(directory), entry.config)]
         if not versions:
-            raise InvalidInput(f"model '{entry.name}' has no version directory to serve under {directory}")
+            raise InvalidInput(f"model '{entry.name}' has no version directory to serve")
         entry.versions = tuple(versions)
+        _check_files(entry)
         default = default_override or string_parameter(entry.config, DEFAULT_VERSION_PARAMETER) or versions[-1]
         if default not in versions:
             source = "the deployment's default version" if default_override else "default_version"
@@ -135,9 +162,7 @@ class ModelRepository:
         entry = self._models[name]
         backend = entry.backends.get(resolved)
         if backend is None:
-            model_file = entry.config.default_model_filename if entry.config is not None else ""
-            path = entry.directory / resolved / (model_file or DEFAULT_MODEL_FILE)
-            backend = self._factory(name, resolved, path, entry.config)
+            backend = self._factory(name, resolved, model_file(entry, resolved), entry.config)
             entry.backends[resolved] = backend
         return backend
 

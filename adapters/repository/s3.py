@@ -18,7 +18,7 @@ def download_repository(uri: str, destination: Path | None = None, client: objec
     """Download every object under the prefix, keeping relative paths; returns the local root.
 
     The local copy goes under ``OIP_CACHE_DIR`` (default: the temp dir, /tmp on Lambda) and is
-    reused by later calls in the same container.
+    reused by later calls in the same container. A key that would leave it stops the copy (``local_target``).
     """
     bucket, prefix = parse_s3_uri(uri)
     destination = destination or local_copy(uri)

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 
 from adapters.errors import InvalidInput
 from handler.batch.config import BatchConfig
+from handler.batch.routing import batch_event_kind
 from handler.batch.s3 import handle_item_batch, handle_s3_event
 from handler.batch.sqs import handle_sqs_message
 
@@ -24,18 +25,13 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 def event_kind(event: dict[str, Any]) -> str:
     """``sqs``, ``s3`` or ``items`` (Step Functions); InvalidInput for anything else."""
-    records = event.get("Records") or []
-    source = records[0].get("eventSource") if records else None
-    if source == "aws:sqs":
-        return "sqs"
-    if source == "aws:s3" or (event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created"):
-        return "s3"
-    if "Items" in event:
-        return "items"
-    raise InvalidInput(
-        "unrecognised event: expected SQS, S3 ObjectCreated (notification or EventBridge) "
-        "or a Step Functions item batch"
-    )
+    kind = batch_event_kind(event)
+    if kind is None:
+        raise InvalidInput(
+            "unrecognised event: expected SQS, S3 ObjectCreated (notification or EventBridge) "
+            "or a Step Functions item batch"
+        )
+    return kind
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -15,8 +15,10 @@ import orjson
 
 from adapters.errors import InvalidInput, V2Error
 from adapters.types import InferCall, InferResult, RequestedOutput
+from handler.batch.lines import OverlongLine
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
+from handler.protocol.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Write = Callable[[bytes], object]
 #: Asked before each chunk; True stops the run cleanly (the manifest then says ``"complete": false``).
@@ -38,6 +40,8 @@ class BatchJob:
     fast_path: bool = True
     #: Convert .npy data to the model's datatype where no value is lost beyond float rounding.
     cast: bool = False
+    #: The longest JSON line, and the most .npy row bytes read at once (OIP_MAX_BODY_BYTES, as a request body).
+    max_bytes: int = LAMBDA_SYNC_PAYLOAD_BYTES
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
@@ -109,6 +113,11 @@ def encode_line(result: InferResult, call: InferCall) -> bytes:
 
 def parse_row(job: BatchJob, line_number: int, raw: bytes, summary: BatchSummary) -> Row:
     row = Row(line_number, job.model, job.version)
+    if isinstance(raw, OverlongLine):
+        row.output = summary.error(
+            line_number, f"line of {raw.size} bytes, over the limit of {job.max_bytes} bytes (OIP_MAX_BODY_BYTES)"
+        )
+        return row
     if not raw.strip():
         row.output = summary.error(line_number, "blank line: expected a V2 inference request")
         return row

@@ -61,6 +61,12 @@ async def plan_npy(dataplane: DataPlane, job: BatchJob, stream: IO[bytes]) -> Np
     if len(metadata.inputs) != 1:
         raise InvalidInput(f".npy input needs a single-input model; '{job.model}' has {len(metadata.inputs)} inputs")
     spec = metadata.inputs[0]
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    if row_bytes > job.max_bytes:
+        raise InvalidInput(
+            f"each row of the .npy array is {row_bytes} bytes, over the limit of {job.max_bytes} bytes "
+            "(OIP_MAX_BODY_BYTES)"
+        )
     source = dtype.newbyteorder("=")
     target = numpy_dtype(spec.datatype)
     what = f"the .npy array is {source} but model '{job.model}' input '{spec.name}' takes {spec.datatype}"
@@ -92,7 +98,7 @@ async def predict_npy(
     remaining = plan.shape[0] - summary.rows_in
     datatype = datatype_of(plan.target)
     while remaining > 0 and not (stop and stop()):
-        count = min(job.chunk_size, remaining)
+        count = min(job.chunk_size, remaining, max(job.max_bytes // max(plan.row_bytes, 1), 1))
         data = stream.read(count * plan.row_bytes)
         if len(data) != count * plan.row_bytes:
             raise InvalidInput(

@@ -19,6 +19,7 @@ from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
 from handler.batch.job import BatchJob, BatchSummary
 from handler.batch.jsonl import predict_jsonl
+from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
 from handler.protocol import container
 from handler.protocol.loop import run
@@ -60,7 +61,8 @@ def process_object(bucket: str, key: str, config: BatchConfig) -> dict[str, Any]
             logger.info("already predicted; skipped", extra={"key": key})
             return previous | {"skipped": True}
     model, version = _model_for(key, head.get("Metadata", {}), config)
-    job = BatchJob(model, version, config.chunk_size, id_prefix=f"{key}:")
+    max_bytes = container.settings().max_body_bytes
+    job = BatchJob(model, version, config.chunk_size, id_prefix=f"{key}:", max_bytes=max_bytes)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     with tempfile.TemporaryFile() as output:
         summary = _predict_stream(key, job, body, output.write)
@@ -82,7 +84,7 @@ def _predict_stream(key: str, job: BatchJob, body: Any, write: Any) -> BatchSumm
     if key.endswith(".npy"):
         return run(predict_npy(dataplane, job, body, write))
     if key.endswith((".jsonl", ".ndjson", ".json")):
-        return run(predict_jsonl(dataplane, job, body.iter_lines(chunk_size=1 << 20), write))
+        return run(predict_jsonl(dataplane, job, bounded_lines(read_chunks(body.read), job.max_bytes), write))
     raise InvalidInput(f"'{key}': batch input must be .jsonl (V2 requests, one per line) or .npy")
 
 

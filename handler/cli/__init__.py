@@ -36,6 +36,63 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """An argparse type: a number greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def add_connection_limits(serve: argparse.ArgumentParser) -> None:
+    """What one HTTP connection may hold (handler/cli/connections.py); unset options come from the environment."""
+    limits = serve.add_argument_group(
+        "connection limits",
+        "What one HTTP connection may hold, per worker. A head comes in one or two packets: its timeout is shorter "
+        "than nginx's 60 s client_header_timeout; the body's counts, as nginx's client_body_timeout does, between two "
+        "reads.",
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        help="seconds a client has to send a request's headers, from the connection or the request's first byte; "
+        "then 408 and the connection is closed; a gRPC connection has as long for HTTP/2's handshake "
+        "(env OIP_HEADER_TIMEOUT; default: 10)",
+    )
+    limits.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        help="seconds a request body may pause between two reads before the connection is closed "
+        "(env OIP_BODY_TIMEOUT; default: 30)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        type=positive_int,
+        help="seconds an idle keep-alive connection stays open after an answer (env OIP_KEEP_ALIVE_TIMEOUT; "
+        "default: 5, uvicorn's)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=positive_int,
+        help="open connections (or requests in progress) per worker beyond which new requests get 503 "
+        "(env OIP_MAX_CONNECTIONS; default: 1024)",
+    )
+    limits.add_argument(
+        "--max-header-bytes",
+        type=positive_int,
+        help="largest request line and headers; larger get 431 (env OIP_MAX_HEADER_BYTES; default: 32768, as nginx's "
+        "4 x 8 KB)",
+    )
+    limits.add_argument(
+        "--max-headers",
+        type=positive_int,
+        help="most header fields in a request; more get 431 (env OIP_MAX_HEADERS; default: 100)",
+    )
+
+
 def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """``oip serve``; returns its parser so that options can be added beside these."""
     serve = commands.add_parser("serve", help="serve a model repository over HTTP (and gRPC)")
@@ -49,7 +106,13 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=int,
         help="env OIP_PORT (default 8000); AIP_HTTP_PORT on Vertex AI, SAGEMAKER_BIND_TO_PORT (8080) on SageMaker",
     )
-    serve.add_argument("--max-body-bytes", type=int, help="env OIP_MAX_BODY_BYTES (default: 6291456, 6 MiB)")
+    serve.add_argument(
+        "--max-body-bytes",
+        type=positive_int,
+        help="largest request body, after decompression, and largest gRPC message (env OIP_MAX_BODY_BYTES; default: "
+        "6291456, 6 MiB)",
+    )
+    add_connection_limits(serve)
     serve.add_argument(
         "--grpc-port",
         type=int,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from itertools import islice
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
@@ -58,11 +59,21 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     from adapters.errors import V2Error
     from handler.batch.job import BatchJob
     from handler.batch.jsonl import predict_jsonl
+    from handler.batch.lines import bounded_lines, read_chunks
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
     from handler.protocol.loop import run
+    from handler.protocol.settings import Settings
 
-    job = BatchJob(args.model, args.model_version, args.chunk_size, id_prefix=f"{files.source.name}:", cast=args.cast)
+    max_bytes = Settings.from_env().max_body_bytes
+    job = BatchJob(
+        args.model,
+        args.model_version,
+        args.chunk_size,
+        id_prefix=f"{files.source.name}:",
+        cast=args.cast,
+        max_bytes=max_bytes,
+    )
     dataplane = _dataplane(args.model_repository)
     try:
         if args.model:
@@ -87,8 +98,8 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
         bar = tqdm(total=total, initial=summary.rows_in if summary else 0, unit="row", disable=args.quiet)
         predict = predict_npy if files.is_npy else predict_jsonl
         stream: IO[bytes] | Any = reader
-        if summary and not files.is_npy:
-            stream = _skip_lines(reader, summary.rows_in)
+        if not files.is_npy:  # lines of at most max_bytes (a longer one is a failed row), after those done
+            stream = islice(bounded_lines(read_chunks(reader.read), max_bytes), summary.rows_in if summary else 0, None)
         failure = None
         try:
             summary = run(predict(dataplane, job, stream, writer.write, bar.update, interrupt, summary))
@@ -146,9 +157,3 @@ def _open_output(path: Path, resume: Resume | None) -> IO[bytes]:
     writer.truncate(resume.output_bytes)
     writer.seek(resume.output_bytes)
     return writer
-
-
-def _skip_lines(reader: IO[bytes], count: int) -> IO[bytes]:
-    for _ in range(count):
-        reader.readline()
-    return reader

@@ -8,6 +8,7 @@ see ``preload_and_fork``. The port listens from the start, before those imports 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import gc
 import inspect
@@ -28,6 +29,15 @@ if TYPE_CHECKING:
 
 #: uvicorn's exit code for a server that did not start (``uvicorn.main.STARTUP_FAILURE``).
 STARTUP_FAILURE = 3
+#: ``oip serve``'s connection options (handler/cli/__init__.py) and the environment variables they set.
+CONNECTION_OPTIONS = {
+    "header_timeout": "OIP_HEADER_TIMEOUT",
+    "body_timeout": "OIP_BODY_TIMEOUT",
+    "keep_alive_timeout": "OIP_KEEP_ALIVE_TIMEOUT",
+    "max_connections": "OIP_MAX_CONNECTIONS",
+    "max_header_bytes": "OIP_MAX_HEADER_BYTES",
+    "max_headers": "OIP_MAX_HEADERS",
+}
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
 logger = logging.getLogger(__name__)
 
@@ -57,7 +67,7 @@ def serve(args: argparse.Namespace) -> int:
     args.model_repository = args.model_repository or platform.model_repository
     if args.grpc_port:
         _grpc_server_builder()
-    from handler.protocol.settings import GRPC_ADDRESS_ENV, STATS_DIR_ENV
+    from handler.protocol.settings import GRPC_ADDRESS_ENV, STATS_DIR_ENV, Settings
 
     # Every worker builds its app from the environment (handler.server:app_from_env), so options travel there.
     overrides = {
@@ -65,10 +75,12 @@ def serve(args: argparse.Namespace) -> int:
         "OIP_MAX_BODY_BYTES": args.max_body_bytes,
         "OIP_DRAIN_TIMEOUT": args.drain_timeout,
         GRPC_ADDRESS_ENV: f"{args.host}:{args.grpc_port}" if args.grpc_port else None,
+        **{env: getattr(args, option, None) for option, env in CONNECTION_OPTIONS.items()},
     }
     os.environ.update({name: str(value) for name, value in overrides.items() if value is not None})
     if not args.grpc_port:
         os.environ.pop(GRPC_ADDRESS_ENV, None)
+    settings = Settings.from_env()
     # The workers' statistics counters live in files here, so a statistics request sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
         os.environ[STATS_DIR_ENV] = stats_dir
@@ -84,10 +96,26 @@ def serve(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             access_log=args.access_log,
             timeout_graceful_shutdown=math.ceil(args.drain_timeout),
+            http=http_protocol(),
+            limit_concurrency=settings.max_connections,
+            timeout_keep_alive=settings.keep_alive_timeout,
         )
         sock = listen(config)
         import_without_collection(args.workers)
         return run(config, sock)
+
+
+def http_protocol() -> type[asyncio.Protocol] | str:
+    """uvicorn's HTTP protocol: httptools' with the limits of handler/cli/connections.py; uvicorn's choice (h11,
+    with none of them but its 16 KiB head) where httptools is not installed."""
+    from importlib.util import find_spec
+
+    if find_spec("httptools") is None:
+        logger.warning("httptools is not installed: no header or body timeouts, no header size limit but h11's")
+        return "auto"
+    from handler.cli.connections import GuardedHttpToolsProtocol
+
+    return GuardedHttpToolsProtocol
 
 
 def listen(config: Config) -> socket.socket:
@@ -151,9 +179,9 @@ def preload_and_fork() -> bool:
     busy 2-core machine) before it opens its sessions; a forked one starts with them imported. The supervisor
     stays single-threaded (numpy's OpenBLAS is loaded with one thread unless ``OPENBLAS_NUM_THREADS`` says
     otherwise; nothing here reads it on the serving path), opens no session and starts no event loop: each worker
-    builds its app, sessions and gRPC server after it starts, as before. uvicorn has no option for this: its
+    builds its app, sessions and gRPC server after it starts. uvicorn has no option for this: its
     workers come from the multiprocessing context ``uvicorn._subprocess.spawn``, replaced here by a fork context;
-    if uvicorn no longer has it, the workers are spawned as before and a warning says so
+    if a uvicorn release moves it, the workers are spawned (importing everything anew) and a warning says so
     (tests/component/test_serve_workers.py fails then).
     """
     from uvicorn import _subprocess

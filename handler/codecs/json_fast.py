@@ -3,10 +3,10 @@
 ``load_infer_json`` parses an inference request with simdjson. Every numeric ``data`` array is copied by
 ``Array.as_buffer`` into a float64, int64 or uint64 buffer and becomes a ``JsonTensor`` (a flat numpy array
 of the input's datatype); everything else becomes the Python values ``orjson.loads`` gives. It answers None,
-and the caller parses the body with orjson as before, whenever this path cannot decide alone: a small body,
+and the caller parses the body with orjson instead, whenever this path cannot decide alone: a small body,
 a JSON text the two parsers might read differently (byte order mark, a duplicate key or a NUL in a key),
 and numeric data that is not a plain rectangle of numbers of the right kind (null/NaN, booleans, strings,
-floats in integer data, ragged or mixed nesting, a value out of range). The existing decoder
+floats in integer data, ragged or mixed nesting, a value out of range). The general decoder
 (``json_data.decode_json_data``) then makes the same checks with the same messages.
 
 Nesting is checked without visiting the numbers: every array above the innermost level is walked (a few
@@ -26,8 +26,10 @@ import simdjson
 
 from adapters.datatypes import numpy_dtype
 from adapters.errors import InvalidInput
+from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.json_data import decode_json_data, narrow_floats
-from handler.protocol.limits import check_count
+from handler.codecs.json_keys import check_unique_keys
+from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts, check_count
 
 #: Bodies smaller than this are parsed by orjson: below about 20 KB (measured) the fixed cost of this path wins.
 MIN_FAST_BYTES: Final = 32768
@@ -53,7 +55,7 @@ class JsonTensor:
 
 
 class _Undecided(Exception):
-    """This request goes through orjson and the existing decoder."""
+    """This request goes through orjson and the general decoder."""
 
 
 def _plain(value: Any) -> Any:
@@ -155,16 +157,42 @@ def _document(root: Any, text: bytes) -> dict[str, Any]:
     return document
 
 
-def load_infer_json(text: bytes | memoryview, min_bytes: int | None = None) -> dict[str, Any] | None:
-    """Parse a JSON inference request with numeric ``data`` as ``JsonTensor``; None where orjson must decide."""
+def _check_counts(root: Any, counts: TensorCounts) -> None:
+    """The request's input and output counts checked from the parsed text, before anything is walked or
+    converted (a repeated key leaves it to orjson's path, which checks them there)."""
+    if not isinstance(root, simdjson.Object):
+        return
+    keys = list(root)
+    if len(set(keys)) != len(keys):
+        return
+    inputs, outputs, parameters = root.get("inputs"), root.get("outputs"), root.get("parameters")
+    counts.check(
+        len(inputs) if isinstance(inputs, simdjson.Array) else 0,
+        len(outputs) if isinstance(outputs, simdjson.Array) else 0,
+        isinstance(parameters, simdjson.Object) and CONTENT_TYPE in parameters,
+    )
+
+
+def load_infer_json(
+    text: bytes | memoryview, min_bytes: int | None = None, counts: TensorCounts = DEFAULT_COUNTS
+) -> dict[str, Any] | None:
+    """Parse a JSON inference request with numeric ``data`` as ``JsonTensor``; None where orjson must decide.
+    InvalidInput when it names more inputs or outputs than ``counts`` allow, found before anything is converted."""
     if len(text) < (MIN_FAST_BYTES if min_bytes is None else min_bytes) or bytes(text[:3]) == _BOM:
         return None
     whole = isinstance(text, memoryview) and isinstance(text.obj, bytes) and text.nbytes == len(text.obj)
     body = text.obj if whole else bytes(text)  # type: ignore[union-attr]
     try:
-        return _document(simdjson.Parser().parse(body), body)
+        root = simdjson.Parser().parse(body)
+    except (ValueError, RuntimeError):
+        return None  # RuntimeError: simdjson's DEPTH/BIGINT errors
+    _check_counts(root, counts)
+    try:
+        document = _document(root, body)
+        check_unique_keys(body, document)  # a duplicate key: orjson's path refuses it, naming it
+        return document
     except (_Undecided, ValueError, TypeError, KeyError, RuntimeError, InvalidInput):
-        return None  # RuntimeError: simdjson's DEPTH/BIGINT errors; RecursionError on a deep envelope
+        return None  # RecursionError on a deep envelope
 
 
 def decode_tensor_data(name: str, datatype: str, shape: Sequence[int], data: Any) -> np.ndarray:

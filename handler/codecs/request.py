@@ -20,8 +20,10 @@ from handler.codecs.binary_data import (
     BINARY_DATA_SIZE,
     decode_binary_data,
 )
+from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.envelope import Envelope, Input, envelope
 from handler.codecs.json_fast import decode_tensor_data, load_infer_json
+from handler.codecs.json_keys import check_unique_keys
 from handler.protocol.checks import (
     check_has_inputs,
     check_one_data_form,
@@ -29,7 +31,7 @@ from handler.protocol.checks import (
     check_unique_inputs,
     check_unique_outputs,
 )
-from handler.protocol.limits import check_allocation, element_count
+from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts, check_allocation, element_count
 
 
 def load_json_object(data: bytes | memoryview, what: str = "request body") -> dict[str, Any]:
@@ -40,6 +42,7 @@ def load_json_object(data: bytes | memoryview, what: str = "request body") -> di
         raise InvalidInput(f"malformed JSON in {what}: {exc}") from None
     if not isinstance(parsed, dict):
         raise InvalidInput(f"{what} must be a JSON object, got {type(parsed).__name__}")
+    check_unique_keys(data, parsed, what)
     return parsed
 
 
@@ -52,8 +55,19 @@ def _binary_size(item: Input) -> int | None:
     return size
 
 
-def _checked_envelope(document: dict[str, Any]) -> Envelope:
-    """The envelope of a request, with at least one input and none given twice."""
+def _check_counts(document: dict[str, Any], counts: TensorCounts) -> None:
+    """The request's input and output counts, checked before its envelope is read (or anything converted)."""
+    inputs, outputs, parameters = document.get("inputs"), document.get("outputs"), document.get("parameters")
+    counts.check(
+        len(inputs) if isinstance(inputs, list) else 0,
+        len(outputs) if isinstance(outputs, list) else 0,
+        isinstance(parameters, dict) and CONTENT_TYPE in parameters,
+    )
+
+
+def _checked_envelope(document: dict[str, Any], counts: TensorCounts = DEFAULT_COUNTS) -> Envelope:
+    """The envelope of a request, within ``counts``, with at least one input and none given twice."""
+    _check_counts(document, counts)
     request = envelope(document)
     check_has_inputs(len(request.inputs))
     check_unique_inputs([item.name for item in request.inputs])
@@ -160,7 +174,7 @@ def _leading_id(text: bytes) -> tuple[str | None, bytes]:
     return value, rest
 
 
-def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int) -> _BinaryPlan | None:
+def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int, counts: TensorCounts) -> _BinaryPlan | None:
     """The plan of a header whose inputs all come as binary data; None when one has JSON ``data`` (or none says
     ``binary_data_size``), and the first time ``kept`` is seen. Kept by ``kept``: a client sending tensors of the
     same names, shapes and datatypes sends the same header every time but for its id, and parsing and checking it
@@ -168,21 +182,23 @@ def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int) -> _BinaryPlan 
     keeps nothing)."""
     found = _plans.get(kept, _NOT_KEPT)
     if found is not _NOT_KEPT:
+        if found is not None and (len(found.inputs) > counts.inputs or len(found.outputs) > counts.outputs):
+            counts.check(len(found.inputs), len(found.outputs), CONTENT_TYPE in found.parameters)
         return found
     if kept not in _seen:
         if len(_seen) >= 4 * MAX_PLANS:
             _seen.clear()
         _seen.add(kept)
         return None
-    plan = _plan(text, max_tensor_bytes)
+    plan = _plan(text, max_tensor_bytes, counts)
     if len(_plans) >= MAX_PLANS:
         _plans.clear()
     _plans[kept] = plan
     return plan
 
 
-def _plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
-    request = _checked_envelope(load_json_object(header))
+def _plan(header: bytes, max_tensor_bytes: int, counts: TensorCounts) -> _BinaryPlan | None:
+    request = _checked_envelope(load_json_object(header), counts)
     inputs = []
     for item in request.inputs:
         size = _checked_size(item, max_tensor_bytes)
@@ -196,7 +212,8 @@ def _plan(header: bytes, max_tensor_bytes: int) -> _BinaryPlan | None:
 
 def _cut(plan: _BinaryPlan, binary: memoryview, request_id: str | None) -> InferCall:
     """The call of a planned header whose sizes add up to ``len(binary)``: its tensors cut from ``binary`` (in
-    order, so the first tensor that does not decode is the one reported, as before), every mapping a fresh copy."""
+    order, so the first tensor that does not decode is the one reported, as by the whole decoder), every mapping a
+    fresh copy."""
     tensors = []
     offset = 0
     for item in plan.inputs:
@@ -207,8 +224,11 @@ def _cut(plan: _BinaryPlan, binary: memoryview, request_id: str | None) -> Infer
     return InferCall(tuple(tensors), outputs, request_id, dict(plan.parameters))
 
 
-def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes: int) -> InferCall:
-    """Decode a JSON or binary-extension inference request body."""
+def decode_infer_request(
+    body: bytes, json_length: int | None, max_tensor_bytes: int, counts: TensorCounts = DEFAULT_COUNTS
+) -> InferCall:
+    """Decode a JSON or binary-extension inference request body; its inputs and outputs are counted against
+    ``counts`` before any tensor is converted."""
     view = memoryview(body)
     if json_length is None:
         header, binary = view, view[0:0]
@@ -222,21 +242,25 @@ def decode_infer_request(body: bytes, json_length: int | None, max_tensor_bytes:
             text = bytes(header)
             leading, key = _leading_id(text)
             try:
-                plan = _binary_plan(text, (key, leading is None, max_tensor_bytes), max_tensor_bytes)
+                plan = _binary_plan(text, (key, leading is None, max_tensor_bytes), max_tensor_bytes, counts)
             except V2Error:
                 plan = None  # the whole decoder below finds the first mistake in the order it always has
             if plan is not None and plan.size == len(binary):
                 return _cut(plan, binary, plan.id if leading is None else leading)
-    document = load_infer_json(header) or load_json_object(header)  # numeric data without Python floats
-    return decode_infer_document(document, binary, max_tensor_bytes)
+    # numeric data without Python floats
+    document = load_infer_json(header, counts=counts) or load_json_object(header)
+    return decode_infer_document(document, binary, max_tensor_bytes, counts)
 
 
 def decode_infer_document(
-    document: dict[str, Any], binary: memoryview | None = None, max_tensor_bytes: int = 1 << 26
+    document: dict[str, Any],
+    binary: memoryview | None = None,
+    max_tensor_bytes: int = 1 << 26,
+    counts: TensorCounts = DEFAULT_COUNTS,
 ) -> InferCall:
     """Decode an already-parsed ``$inference_request`` (plus binary tensor bytes, if any)."""
     binary = binary if binary is not None else memoryview(b"")
-    request = _checked_envelope(document)
+    request = _checked_envelope(document, counts)
     tensors: list[Tensor] = []
     offset = 0
     for item in request.inputs:

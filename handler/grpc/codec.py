@@ -12,6 +12,7 @@ import numpy as np
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
+from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.json_data import decode_json_data
 from handler.protocol.checks import (
     check_has_inputs,
@@ -20,7 +21,7 @@ from handler.protocol.checks import (
     check_unique_inputs,
     check_unique_outputs,
 )
-from handler.protocol.limits import check_count
+from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts, check_count
 
 #: V2 datatype -> the ``InferTensorContents`` field that carries it ("FP16 ... must be represented as raw").
 CONTENTS_FIELD: dict[str, str] = {
@@ -59,8 +60,10 @@ def _contents(name: str, datatype: str, shape: tuple[int, ...], contents: Any) -
     return array.reshape(shape)
 
 
-def decode_infer_request(request: Any, max_tensor_bytes: int) -> InferCall:
-    """A ``ModelInferRequest`` -> InferCall (raw contents are zero-copy views)."""
+def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCounts = DEFAULT_COUNTS) -> InferCall:
+    """A ``ModelInferRequest`` -> InferCall (raw contents are zero-copy views); its inputs and outputs are
+    counted against ``counts`` first."""
+    counts.check(len(request.inputs), len(request.outputs), CONTENT_TYPE in request.parameters)
     raw = list(request.raw_input_contents)
     check_has_inputs(len(request.inputs))
     check_unique_inputs([item.name for item in request.inputs])

@@ -16,17 +16,32 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from adapters.errors import V2Error
-from handler.codecs.content_types.bridge import decode_content_types, encode_content_types
+from handler.codecs.content_types.bridge import decode_content_types, encode_content_types, tensor_counts
 from handler.grpc.codec import decode_infer_request, encode_infer_response
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.protocol.status import GRPC_STATUS
+from handler.protocol.unexpected import report_unexpected
 
 logger = logging.getLogger(__name__)
 
 #: Requests of one ``ModelStreamInfer`` stream running at once; the stream reads no further until one is answered.
 STREAM_WINDOW: Final = 64
+
+
+def server_options(settings: Settings, max_send: int) -> list[tuple[str, int]]:
+    """grpc's channel arguments for the server. A request message, as it arrives and once decompressed, may be at
+    most ``max_body_bytes`` (OIP_MAX_BODY_BYTES, as a REST body), else the call ends with RESOURCE_EXHAUSTED before
+    the handler runs: grpc (1.85, measured) checks the size on the wire from the message's length prefix and stops
+    a compressed message's decompression at the limit, so a gzip bomb costs no memory. Answers may be larger:
+    ``max_send`` (tritonclient's own limit). A connection that has not finished HTTP/2's handshake within
+    ``header_timeout`` (OIP_HEADER_TIMEOUT) is closed (grpc's default is 120 s)."""
+    return [
+        ("grpc.max_send_message_length", max_send),
+        ("grpc.max_receive_message_length", settings.max_body_bytes),
+        ("grpc.server_handshake_timeout_ms", max(round(settings.header_timeout * 1000), 1)),
+    ]
 
 
 def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
@@ -35,29 +50,37 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
     from google.protobuf import json_format
     from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, model_config_pb2, service_pb2, service_pb2_grpc
 
+    from handler.grpc.service import add_service, is_malformed, malformed_message
+
     async def guard(context: Any, work: Any) -> Any:
+        """``work``'s result; None once a V2Error has set the call's status (the caller then returns None, which
+        grpc discards). Not ``context.abort``: its AbortError is kept by the call's state and its traceback holds
+        the handler's frames, the request among them, in a reference cycle until a collection."""
         try:
             return await work
         except V2Error as exc:
-            await context.abort(getattr(grpc.StatusCode, GRPC_STATUS[exc.code]), exc.message)
+            context.set_code(getattr(grpc.StatusCode, GRPC_STATUS[exc.code]))
+            context.set_details(exc.message)
+        return None
 
     async def infer(request: Any) -> Any:
         name, version = request.model_name, request.model_version or None
-        call = decode_infer_request(request, settings.max_tensor_bytes)
+        counts = await tensor_counts(dataplane, name, version, settings.max_request_tensors)
+        call = decode_infer_request(request, settings.max_tensor_bytes, counts)
         call, plan = await decode_content_types(dataplane, name, version, call)
         result = encode_content_types(await dataplane.infer(name, version, call), plan)
         return encode_infer_response(result, service_pb2)
 
     async def stream_answer(request: Any) -> Any:
+        if is_malformed(request):
+            return service_pb2.ModelStreamInferResponse(error_message=malformed_message("inference.ModelInferRequest"))
         try:
             return service_pb2.ModelStreamInferResponse(infer_response=await infer(request))
         except V2Error as exc:
             return service_pb2.ModelStreamInferResponse(error_message=exc.message)
         except Exception:
-            logger.exception("unhandled error in ModelStreamInfer for model '%s'", request.model_name)
-            return service_pb2.ModelStreamInferResponse(
-                error_message="internal server error; the server log has the details"
-            )
+            message = report_unexpected(logger, f"in gRPC ModelStreamInfer for model '{request.model_name}'")
+            return service_pb2.ModelStreamInferResponse(error_message=message)
 
     def refusing(extension: str) -> Any:
         """A servicer method for an RPC of one of Triton's stateful extensions: UNIMPLEMENTED, saying why."""
@@ -85,7 +108,7 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
 
         async def ModelReady(self, request: Any, context: Any) -> Any:
             ready = await guard(context, dataplane.model_ready(request.name, request.version or None))
-            return service_pb2.ModelReadyResponse(ready=ready)
+            return None if ready is None else service_pb2.ModelReadyResponse(ready=ready)
 
         async def ServerMetadata(self, request: Any, context: Any) -> Any:
             document = dataplane.server_metadata("grpc")
@@ -95,6 +118,8 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
 
         async def ModelMetadata(self, request: Any, context: Any) -> Any:
             metadata = await guard(context, dataplane.model_metadata(request.name, request.version or None))
+            if metadata is None:
+                return None
             tensor = service_pb2.ModelMetadataResponse.TensorMetadata
             return service_pb2.ModelMetadataResponse(
                 name=metadata.name,
@@ -106,11 +131,15 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
 
         async def ModelConfig(self, request: Any, context: Any) -> Any:
             document = await guard(context, dataplane.model_config(request.name, request.version or None))
+            if document is None:
+                return None
             config = json_format.ParseDict(document, model_config_pb2.ModelConfig(), ignore_unknown_fields=True)
             return service_pb2.ModelConfigResponse(config=config)
 
         async def RepositoryIndex(self, request: Any, context: Any) -> Any:
             rows = await guard(context, dataplane.index(request.ready))
+            if rows is None:
+                return None
             index = service_pb2.RepositoryIndexResponse.ModelIndex
             return service_pb2.RepositoryIndexResponse(
                 models=[index(name=r.name, version=r.version, state=r.state, reason=r.reason) for r in rows]
@@ -118,6 +147,8 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
 
         async def ModelStatistics(self, request: Any, context: Any) -> Any:
             documents = await guard(context, dataplane.model_statistics(request.name, request.version))
+            if documents is None:
+                return None
             return json_format.ParseDict({"model_stats": documents}, service_pb2.ModelStatisticsResponse())
 
         async def ModelInfer(self, request: Any, context: Any) -> Any:
@@ -148,12 +179,7 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
                     if pending is not None:
                         pending.cancel()
 
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
-            ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
-        ]
-    )
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(Servicer(), server)
+    server = grpc.aio.server(options=server_options(settings, MAX_GRPC_MESSAGE_SIZE))
+    add_service(server, service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"], Servicer())
     server.add_insecure_port(address)
     return server

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from adapters.datatypes import element_size
 from adapters.errors import InvalidInput, PayloadTooLarge
+from handler.protocol.settings import MAX_REQUEST_TENSORS
 
 _LIMIT_HINT: Final = (
     "(OIP_MAX_BODY_BYTES). Lambda accepts at most 6 MB per synchronous call, about 4.5 MB of binary "
     "tensor data once API Gateway base64-encodes it: send smaller batches, or use batch prediction"
 )
+
+
+#: The most members a gzip body may hold (RFC 1952 allows several; HTTP clients send one).
+MAX_GZIP_MEMBERS: Final = 16
 
 
 def too_large(size: int | str, limit: int) -> PayloadTooLarge:
@@ -41,3 +47,64 @@ def check_count(name: str, shape: Sequence[int], found: int) -> None:
     expected = element_count(shape)
     if found != expected:
         raise InvalidInput(f"tensor '{name}': shape {list(shape)} needs {expected} elements but the data holds {found}")
+
+
+#: A request naming at most this many inputs (outputs) is decoded, then checked name by name against the model, so
+#: that the answer says which input is wrong; one naming more than this and more than the model has is refused by
+#: their count before anything is converted.
+MODEL_COUNTS_FROM: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TensorCounts:
+    """The most inputs and requested outputs one request may name, checked before any tensor data is converted:
+    past ``MODEL_COUNTS_FROM``, a model's own counts where they are known (``model``), else the server's cap
+    (OIP_MAX_REQUEST_TENSORS)."""
+
+    inputs: int
+    outputs: int
+    #: The most inputs of a request with a request-level content type, which may map several onto one of the
+    #: model's (the ``pd`` codec's columns): the server's cap.
+    mapped_inputs: int
+    #: The model whose counts these are, and its counts; None for the server's cap alone.
+    model: str | None = None
+    model_inputs: int = 0
+    model_outputs: int = 0
+
+    @classmethod
+    def cap(cls, limit: int = MAX_REQUEST_TENSORS) -> TensorCounts:
+        """The server's cap alone, for a model whose counts are not known here."""
+        return cls(limit, limit, limit)
+
+    @classmethod
+    def of_model(cls, model: str, inputs: int, outputs: int, cap: int, mapped: bool = False) -> TensorCounts:
+        """A model's counts (``mapped``: it names a request-level content type itself, so the cap is its inputs')."""
+        most_inputs = cap if mapped else max(inputs, MODEL_COUNTS_FROM)
+        return cls(most_inputs, max(outputs, MODEL_COUNTS_FROM), cap, model, inputs, outputs)
+
+    def check(self, inputs: int, outputs: int, mapped: bool = False) -> None:
+        """InvalidInput when a request names more inputs or outputs than allowed (``mapped``: it has a
+        request-level content type)."""
+        if inputs <= self.inputs and outputs <= self.outputs:
+            return
+        most = self.mapped_inputs if mapped else self.inputs
+        if inputs > most:
+            whose = self.model is not None and most != self.mapped_inputs
+            allowed = self._allowed(most, self.model_inputs, "input", whose)
+            raise InvalidInput(f"the request names {_count(inputs, 'input')}; {allowed}")
+        if outputs > self.outputs:
+            allowed = self._allowed(self.outputs, self.model_outputs, "output", self.model is not None)
+            raise InvalidInput(f"the request names {_count(outputs, 'output')}; {allowed}")
+
+    def _allowed(self, most: int, models: int, what: str, whose: bool) -> str:
+        if whose:
+            return f"model '{self.model}' has {_count(models, what)}"
+        return f"at most {most} are accepted (OIP_MAX_REQUEST_TENSORS)"
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
+#: The server's default cap, for callers that have no model counts (batch rows are checked again by the model).
+DEFAULT_COUNTS: Final = TensorCounts.cap()

@@ -7,6 +7,8 @@ never caused: reading a resource does not load the version.
 - ``READY`` once the version's session exists, ``CREATING`` while it loads, ``FAILED`` with ``errorMessage``
   when loading failed, ``UNKNOWN`` ("the version state is unspecified") for a version not loaded yet: it
   loads on first use.
+- ``deploymentUri`` is where the version lives in the repository: under the object store's URI
+  (``s3://bucket/prefix/iris/1``), or its path inside a local repository (``iris/1``).
 - ``description`` and ``labels`` come from config.pbtxt ``parameters`` (``labels`` in gcloud's ``--labels``
   syntax, ``team=vision,stage=prod``); ``isDefault`` from ``default_version`` or ``OIP_DEFAULT_VERSIONS``.
 - ``autoScaling`` and ``requestLoggingConfig`` are what the deployment configured (the environment
@@ -25,10 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlparse
 
 from adapters.errors import InvalidInput, ModelNotReady, Unsupported
 from adapters.repository.model_config import string_parameter
-from adapters.repository.repository import DEFAULT_MODEL_FILE, ModelEntry, ModelRepository
+from adapters.repository.repository import ModelEntry, ModelRepository, model_file
 from adapters.router import ModelRouter
 
 EXTENSION: Final = "model_versions"
@@ -45,6 +48,15 @@ _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 def rfc3339(timestamp: float) -> str:
     """A POSIX time as an RFC 3339 UTC timestamp (``2024-05-01T12:00:00.123456Z``)."""
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
+
+
+def repository_location(uri: str) -> str:
+    """What ``deploymentUri`` starts with: an object store's URI (``s3://bucket/prefix/``), or nothing for a local
+    repository, whose versions are shown by their path inside it (never by the server's filesystem path)."""
+    parsed = urlparse(uri)
+    if parsed.scheme and parsed.scheme != "file" and parsed.netloc:
+        return uri.rstrip("/") + "/"
+    return ""
 
 
 def parse_labels(text: str, model: str = "") -> dict[str, str]:
@@ -138,7 +150,7 @@ class VersionCatalog:
     ) -> None:
         self.router = router
         self.usage = usage
-        self.repository_uri = repository_uri.rstrip("/")
+        self.location = repository_location(repository_uri)
         self.deployment = deployment if deployment is not None else Deployment.from_env()
         self.server_version = server_version
         self.python_version = ".".join(platform.python_version_tuple()[:2])
@@ -189,11 +201,8 @@ class VersionCatalog:
         if description:
             document["description"] = description
         document["isDefault"] = model_version == entry.default_version
-        document["deploymentUri"] = f"{self.repository_uri}/{entry.name}/{model_version}"
-        model_file = (
-            entry.directory / model_version / ((config.default_model_filename if config else "") or DEFAULT_MODEL_FILE)
-        )
-        created = _mtime(model_file)
+        document["deploymentUri"] = f"{self.location}{entry.name}/{model_version}"
+        created = _mtime(model_file(entry, model_version))
         if created is not None:
             document["createTime"] = rfc3339(created)
         last_use = self.usage.last_use.get((entry.name, model_version))

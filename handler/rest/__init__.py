@@ -1,5 +1,6 @@
 """The FastAPI app: ``create_app`` and one module per route family (health, metadata, inference,
-repository), the HTTP body rules, the error handlers and the OpenAPI document.
+repository), the HTTP body rules, the error handlers, the OpenAPI document, and the check of the HTTP events Lambda
+hands the app through Mangum (``lambda_event``).
 
 May import: codecs, observability, protocol, adapters. Never grpc or batch.
 """

@@ -55,8 +55,11 @@ def create_app(dataplane: DataPlane, settings: Settings | None = None, telemetry
     settings = settings or Settings()
     telemetry = telemetry or Telemetry()
     # /docs and /redoc with Swagger UI and ReDoc served by the app itself: no CDN, so they work on an edge box
-    # or in a VPC without egress.
+    # or in a VPC without egress. No trailing-slash redirects: Starlette builds their absolute Location from the
+    # request's Host header, so `GET /v2/models/iris/` with `Host: evil.example` would send the client there;
+    # a path with a trailing slash is a 404 as any other unknown path.
     app = FastAPIOffline(
+        redirect_slashes=False,
         telemetry=None if opentelemetry_configured() else NO_OPENTELEMETRY,
         title="oip-serverless",
         version=dataplane.server_version,

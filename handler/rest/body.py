@@ -11,9 +11,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
-from handler.protocol.limits import too_large
+from handler.protocol.limits import MAX_GZIP_MEMBERS, too_large
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "inference-header-content-length"
+_GZIP_MAGIC: Final = b"\x1f\x8b"
 
 
 ACCEPTED_MEDIA_TYPES: Final = frozenset({"", "application/json", "application/octet-stream"})
@@ -76,7 +77,11 @@ async def read_receive(receive: Receive, declared: str | None, limit: int) -> by
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
-    """Undo ``Content-Encoding: gzip|deflate`` with the decompressed size capped at ``limit``."""
+    """Undo ``Content-Encoding: gzip|deflate`` with the decompressed size capped at ``limit``.
+
+    A gzip body may hold several members (RFC 1952), at most ``MAX_GZIP_MEMBERS``: each is decompressed only as far
+    as the limit left by those before it, so no member, and not their sum, goes past ``limit``. Anything after the
+    last member (or after a deflate stream) is refused, not ignored."""
     name = (encoding or "identity").strip().lower()
     if name == "identity":
         return body
@@ -87,16 +92,28 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         wbits = zlib.MAX_WBITS if body[:1] == b"\x78" else -zlib.MAX_WBITS
     else:
         raise UnsupportedMediaType(f"Content-Encoding '{name}' is not supported; use gzip, deflate or identity")
-    decompressor = zlib.decompressobj(wbits)
-    try:
-        data = decompressor.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise InvalidInput(f"body is not valid {name} data: {exc}") from None
-    if len(data) > limit:
-        raise too_large(f"more than {limit} (decompressed)", limit)
-    if not decompressor.eof:
-        raise InvalidInput(f"{name} body is truncated")
-    return data
+    parts: list[bytes] = []
+    size = 0
+    rest = body
+    while True:
+        decompressor = zlib.decompressobj(wbits)
+        try:
+            data = decompressor.decompress(rest, limit - size + 1)
+        except zlib.error as exc:
+            raise InvalidInput(f"body is not valid {name} data: {exc}") from None
+        size += len(data)
+        if size > limit:
+            raise too_large(f"more than {limit} (decompressed)", limit)
+        if not decompressor.eof:
+            raise InvalidInput(f"{name} body is truncated")
+        parts.append(data)
+        rest = decompressor.unused_data
+        if not rest:
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        if name != "gzip" or rest[:2] != _GZIP_MAGIC:
+            raise InvalidInput(f"{name} body has {len(rest)} bytes after its compressed data")
+        if len(parts) == MAX_GZIP_MEMBERS:
+            raise InvalidInput(f"gzip body has more than {MAX_GZIP_MEMBERS} members")
 
 
 def negotiate_encoding(accept_encoding: str | None) -> str | None:

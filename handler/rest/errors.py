@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 
 from adapters.errors import V2Error
 from handler.protocol.status import status_of
+from handler.protocol.unexpected import report_unexpected
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +29,8 @@ def v2_error_response(exc: V2Error) -> Response:
 
 
 def unexpected_error_response(method: str, path: str) -> Response:
-    """A 500 that hides internals; the exception being handled goes to the log."""
-    logger.exception("unhandled error on %s %s", method, path)
-    return error_response(500, "internal server error; the server log has the details")
+    """A 500 that hides internals; the exception being handled goes to the log under the error id it names."""
+    return error_response(500, report_unexpected(logger, f"on {method} {path}"))
 
 
 async def _on_v2_error(request: Request, exc: Exception) -> Response:

@@ -2,7 +2,7 @@
 
 A pure ASGI middleware in front of the app's middleware stack (put there by ``rest/app.py``'s ``put_in_front``):
 ``POST /v2/models/{m}[/versions/{v}]/infer`` goes straight to ``Inference`` with the ASGI headers and body;
-every other request goes on to the app as before. Answers are the same bytes as the route's, errors included
+every other request goes on to the app. Answers are the same bytes as the route's, errors included
 (``tests/component/test_infer_answers.py``): V2Error and unexpected errors are turned into ``{"error"}`` by the
 same functions as the app's handlers. Measured: the framework's share of a small binary request fell from
 about 50 to 10 us of CPU (bench/bench_request_cpu.py).

@@ -37,7 +37,7 @@ class PlainRoute(Route):
         self.tags = tags
         name = endpoint.__name__
         super().__init__(path, self._call, methods=[method], name=name, include_in_schema=include_in_schema)
-        self.methods = {method}  # as FastAPI's: no implicit HEAD next to GET (405, as before)
+        self.methods = {method}  # as FastAPI's: no implicit HEAD next to GET (405)
         self._path_names = set(self.param_convertors)
         self._parameters = self._plan(inspect.signature(endpoint).parameters.values())
 

@@ -1,6 +1,7 @@
 """Content types through a real uvicorn on 127.0.0.1 and real onnxruntime sessions: every content type for
 every datatype it allows, JSON and binary, request and input level, mixed; the seed document's sentences quoted
-(../shared/spec/mlserver-content-types.md); every error a 400 naming the content type, the tensor and the choices.
+(https://mlserver.readthedocs.io/en/latest/user-guide/content-type.html); every error a 400 naming the content
+type, the tensor and the choices.
 """
 
 from __future__ import annotations

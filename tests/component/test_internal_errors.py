@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
+import pytest
 from fastapi.testclient import TestClient
 
 from adapters.repository.repository import ModelRepository
@@ -36,12 +38,17 @@ class BuggyBackend:
         raise KeyError("secret internal detail")
 
 
-def test_unexpected_exception_is_a_generic_500(tmp_path: Path) -> None:
+def test_unexpected_exception_is_a_generic_500(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     onnx_models.save(onnx_models.identity("FP32", [1]), tmp_path, "buggy")
     app = create_app(DataPlane(ModelRepository(tmp_path, BuggyBackend)))
     with TestClient(app, raise_server_exceptions=False) as client:
         body = orjson.dumps({"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]})
         response = client.post("/v2/models/buggy/infer", content=body)
     assert response.status_code == 500
-    assert response.json() == {"error": "internal server error; the server log has the details"}
+    found = re.fullmatch(
+        r"internal server error \(error id ([0-9a-f]{16})\); the server log has the details", response.json()["error"]
+    )
+    assert found is not None, response.text
     assert "secret" not in response.text
+    (record,) = [r for r in caplog.records if found[1] in r.getMessage()]  # the log has the details under that id
+    assert record.exc_info is not None and "secret internal detail" in str(record.exc_info[1])

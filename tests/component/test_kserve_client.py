@@ -472,14 +472,14 @@ request = kserve.InferRequest("identity_fp32", [item])
 
 
 def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSession, served: Served) -> None:
-    """An 8 MB REST body is over OIP_MAX_BODY_BYTES (413); an 80 MB gRPC tensor over OIP_MAX_TENSOR_BYTES
-    (RESOURCE_EXHAUSTED): the client shows why, neither hangs."""
+    """An 8 MB REST body is over OIP_MAX_BODY_BYTES (413); so is an 80 MB gRPC message (RESOURCE_EXHAUSTED, from grpc
+    before the message is read): the client shows why, neither hangs."""
     with pytest.raises(KServeRaised) as rest:
         kserve.run(BIG, url=served.rest, rest=True, rows=500_000)
     assert rest.value.status == 413 and "OIP_MAX_BODY_BYTES" in rest.value.message
     with pytest.raises(KServeRaised) as grpc:
         kserve.run(BIG, url=served.grpc, rest=False, rows=5_000_000)
-    assert grpc.value.code == "RESOURCE_EXHAUSTED" and "over the limit of 67108864 bytes" in grpc.value.message
+    assert grpc.value.code == "RESOURCE_EXHAUSTED" and "larger than max (80000070 vs. 6291456)" in grpc.value.message
 
 
 # --- protocol v1 (RESTConfig's default) -------------------------------------------------------------------------------
@@ -502,10 +502,10 @@ finally:
 def test_v1_liveness_readiness_and_predict(
     kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
 ) -> None:
-    """No text in ../shared/spec defines V1 liveness: KServe's client reads it from ``GET /`` as ``{"status":
+    """No protocol text defines V1 liveness: KServe's client reads it from ``GET /`` as ``{"status":
     "alive"}`` (``is_server_live``: ``response.json().get("status").lower() == "alive"``), which KServe's own model
     server answers (python/kserve/kserve/protocol/rest/server.py: ``root_router.add_api_route(r"/",
-    self.dataplane.live)``; dataplane.py: ``return {"status": "alive"}``). We answered 404 there."""
+    self.dataplane.live)``; dataplane.py: ``return {"status": "alive"}``), and so does this server."""
     found = kserve.run(V1, url=served.rest, rows=IRIS.tolist())
     assert found["live"] is True and found["ready"] is True
     predictions = found["predict"]["predictions"]

@@ -39,7 +39,7 @@ REQUESTS = [
     ("GET", "/v1/models"),
     ("GET", "/v1/models/iris/versions/1"),
     ("GET", "/ping"),
-    ("GET", "/v2/health/live/"),  # the router's trailing-slash redirect
+    ("GET", "/v2/health/live/"),  # no trailing-slash redirect: 404
 ]
 
 

@@ -369,7 +369,7 @@ print(len(os.listdir("/proc/self/task")), ",".join(loaded), os.environ.get("OPEN
 
 def test_with_telemetry_on_the_workers_import_onnxruntime_themselves(iris_repository: Path, tmp_path: Path) -> None:
     """A deployment that turns onnxruntime's telemetry on gets a supervisor without onnxruntime (safe to fork)
-    and workers that import it, and serve, as before."""
+    and workers that import it, and serve."""
     quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS")
     env = {k: v for k, v in os.environ.items() if k not in quiet}
     env.update(ORT_DISABLE_TELEMETRY="0", HOME=str(tmp_path))  # the uploader writes its store under $HOME

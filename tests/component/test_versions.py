@@ -82,7 +82,7 @@ def test_list_has_one_resource_per_served_version_with_the_seeds_fields(client: 
             "name": "models/multi/versions/2",
             "description": "identity over FP32 vectors",
             "isDefault": True,
-            "deploymentUri": f"{repository}/multi/2",
+            "deploymentUri": "multi/2",  # its path inside the repository, not the server's filesystem path
             "createTime": "2024-05-01T12:00:00Z",
             "runtimeVersion": default["runtimeVersion"],
             "state": "READY",  # the default version loads at start-up

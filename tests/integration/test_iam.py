@@ -1,5 +1,6 @@
 """What a security review checks: checkov's CloudFormation checks over every template, with a short list of
-accepted findings (anything new fails), and the IAM shape the issue asks for in template.yaml."""
+accepted findings (anything new fails) and the project's own check that every HTTP API route requires authorization
+(tests/checkov/), and the IAM shape the issue asks for in template.yaml."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from scripts.tool_env import executable
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = [ROOT / "template.yaml", *sorted((ROOT / "infra").glob("*.yaml"))]
+#: Checks of our own (checkov's CloudFormation checks have no counterpart of CKV_AWS_309 for HTTP API routes).
+CUSTOM_CHECKS = ROOT / "tests" / "checkov"
+ROUTE_AUTHORIZATION = "CKV_OIP_1"
 
 pytestmark = pytest.mark.integration
 
@@ -44,18 +48,27 @@ ACCEPTED: dict[str, frozenset[str] | str] = {
 }
 
 
-def _checkov(template: Path) -> list[dict[str, Any]]:
+def _checkov_results(template: Path, *options: str) -> dict[str, list[dict[str, Any]]]:
     result = subprocess.run(
         [executable("checkov"), "--file", str(template), "--framework", "cloudformation", "--output", "json",
-         "--compact", "--quiet", "--skip-download"],
+         "--compact", "--skip-download", "--external-checks-dir", str(CUSTOM_CHECKS), *options],
         capture_output=True, text=True, cwd=ROOT, timeout=600, env={**os.environ, "BC_SKIP_MAPPING": "TRUE"},
     )  # fmt: skip
     assert result.stdout.strip(), result.stderr[-3000:]
     report = json.loads(result.stdout)
     reports = report if isinstance(report, list) else [report]
     assert all(r["summary"]["parsing_errors"] == 0 for r in reports), reports
-    assert sum(r["summary"]["passed"] for r in reports) > 0
-    return [check for r in reports for check in r["results"]["failed_checks"]]
+    assert sum(r["summary"]["passed"] + r["summary"]["failed"] for r in reports) > 0
+    return {
+        outcome: [check for r in reports for check in r["results"].get(outcome, [])]
+        for outcome in ("passed_checks", "failed_checks")
+    }
+
+
+def _checkov(template: Path) -> list[dict[str, Any]]:
+    results = _checkov_results(template)
+    assert results["passed_checks"]
+    return results["failed_checks"]
 
 
 @pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
@@ -135,3 +148,26 @@ def test_firehose_may_write_its_error_prefix(resources: dict[str, Any]) -> None:
     ]
     writable = json.dumps([s["Resource"] for s in statements])
     assert f"/{error_prefix}/*" in writable and f"/{stream['Prefix'].split('/', 1)[0]}/*" in writable
+
+
+def _routes(template: Path) -> set[str]:
+    resources = yaml.load(template.read_text(), Loader=_TagLoader)["Resources"]
+    return {name for name, body in resources.items() if body["Type"] == "AWS::ApiGatewayV2::Route"}
+
+
+@pytest.mark.parametrize("template", [ROOT / "template.yaml", ROOT / "infra" / "container.yaml"], ids=lambda p: p.name)
+def test_no_route_is_open_by_default_and_the_check_sees_an_open_one(template: Path, tmp_path: Path) -> None:
+    """No allow-list entry: every route passes the authorization check with the template's defaults; the same
+    template with AuthType's default set to NONE fails it on every route."""
+    assert ROUTE_AUTHORIZATION not in ACCEPTED
+    routes = _routes(template)
+    results = _checkov_results(template, "--check", ROUTE_AUTHORIZATION)
+    assert {c["resource"].rsplit(".", 1)[-1] for c in results["passed_checks"]} == routes and routes
+    assert results["failed_checks"] == []
+    text = template.read_text()
+    default = "  AuthType:\n    Type: String\n    Default: IAM\n"
+    assert text.count(default) == 1
+    opened = tmp_path / template.name
+    opened.write_text(text.replace(default, default.replace("IAM", "NONE")))
+    results = _checkov_results(opened, "--check", ROUTE_AUTHORIZATION)
+    assert {c["resource"].rsplit(".", 1)[-1] for c in results["failed_checks"]} == routes

@@ -103,7 +103,7 @@ def test_the_same_header_with_other_data_gives_that_data() -> None:
 
 
 @pytest.mark.parametrize("data", [b"", b"\0" * 23, b"\0" * 25, b"\0" * 100])
-def test_a_kept_header_with_the_wrong_amount_of_data_fails_as_before(data: bytes) -> None:
+def test_a_kept_header_with_the_wrong_amount_of_data_fails_as_the_whole_decoder_does(data: bytes) -> None:
     for _ in range(2):  # the header's plan is kept
         decode_infer_request(*_request(TWO, b"\0" * 24), LIMIT)
     body, length = _request(TWO, data)
@@ -111,7 +111,7 @@ def test_a_kept_header_with_the_wrong_amount_of_data_fails_as_before(data: bytes
     assert isinstance(message, str) and _planned(body, length) == message
 
 
-def test_the_first_mistake_is_reported_as_before() -> None:
+def test_the_first_mistake_is_reported_as_by_the_whole_decoder() -> None:
     """Input A's data is wrong (BOOL bytes over 1), input B's header is wrong (a negative dimension): the whole
     decoder reaches A's data first."""
     header = {

@@ -1,9 +1,9 @@
 """``InvocationKeys`` writes the log lines Powertools' ``Logger.inject_lambda_context()`` writes.
 
 Each case runs the same invocations twice, on two fresh Loggers: once through Powertools' decorator (with the
-correlation id set inside, as ``handler.http`` did before), once through ``InvocationKeys``; every line must be
+correlation id set inside the decorated function), once through ``InvocationKeys``; every line must be
 the same but for its timestamp and service (each Logger is new) and, for the logged event's own line, where in the
-code it was logged and its correlation id (now its own invocation's, before the previous one's).
+code it was logged and its correlation id (its own invocation's, where the decorator logs the previous one's).
 """
 
 from __future__ import annotations

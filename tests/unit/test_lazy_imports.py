@@ -1,4 +1,4 @@
-"""What the Lambda init imports: only what answers a first request (issue 15's cold start). The Triton adapter,
+"""What the Lambda init imports: only what answers a first request (a short cold start). The Triton adapter,
 the dynamic batcher and the request-log sampler are imported when a deployment uses them, and then work."""
 
 from __future__ import annotations

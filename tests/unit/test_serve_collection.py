@@ -47,7 +47,7 @@ def test_the_imports_make_no_collection_and_leave_collection_on(workers: int) ->
     answer = _start(workers)
     assert answer["during"] == 0
     assert answer["enabled"] and answer["frozen"] > 50_000  # numpy's, FastAPI's, onnxruntime's and our modules
-    assert answer["collected"] >= 1  # garbage made afterwards is collected as before
+    assert answer["collected"] >= 1  # garbage made afterwards is still collected
 
 
 def test_collection_stays_off_when_it_was_off() -> None:

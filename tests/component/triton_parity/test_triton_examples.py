@@ -6,7 +6,7 @@ their async and aio variants, simple_{http,grpc}_string_infer_client, grpc_expli
 simple_grpc_custom_args_client, simple_grpc_keepalive_client, image_client.py and grpc_image_client.py (on
 models/tiny_image), and simple_{http,grpc}_health_metadata with ``OIP_SERVER_NAME=triton`` (they require the name
 "triton"). Those that need server state (model control, shared memory, sequences) or decoupled models do not
-(README, "Triton's example clients").
+(docs/protocol.md, "Triton's own clients and examples").
 """
 
 from __future__ import annotations
