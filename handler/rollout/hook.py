@@ -130,18 +130,29 @@ def lambda_invoker(function: str, client: Any = None) -> Invoke:
     return invoke
 
 
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """CodeDeploy's lifecycle hook: check the new version, report Succeeded or Failed."""
-    import boto3
-
-    target = os.environ["OIP_ROLLOUT_TARGET"]
-    failures = run_checks(lambda_invoker(target))
+def check_and_report(event: dict[str, Any], invoke: Invoke, codedeploy: Any) -> dict[str, Any]:
+    """Run the checks through ``invoke`` and report the outcome to CodeDeploy: ``Failed`` also when the checks
+    cannot run at all (a malformed ``OIP_ROLLOUT_CHECKS``), so a deployment never waits for its hook's timeout."""
+    try:
+        failures = run_checks(invoke)
+    except Exception as exc:  # whatever stops the checks fails the rollout; it is logged in full
+        logger.exception("rollout checks could not run")
+        failures = [f"the checks could not run: {type(exc).__name__}: {exc}"]
     status = "Failed" if failures else "Succeeded"
     for failure in failures:
-        logger.error("rollout check failed on %s: %s", target, failure)
-    boto3.client("codedeploy").put_lifecycle_event_hook_execution_status(
+        logger.error("rollout check failed: %s", failure)
+    codedeploy.put_lifecycle_event_hook_execution_status(
         deploymentId=event["DeploymentId"],
         lifecycleEventHookExecutionId=event["LifecycleEventHookExecutionId"],
         status=status,
     )
     return {"status": status, "failures": failures}
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """CodeDeploy's lifecycle hook: check the version under deployment, report Succeeded or Failed."""
+    import boto3
+
+    target = os.environ.get("OIP_ROLLOUT_TARGET", "")
+    logger.info("checking %s", target)
+    return check_and_report(event, lambda_invoker(target), boto3.client("codedeploy"))

@@ -122,6 +122,7 @@ def test_vpc_policy_only_with_subnets(resources: dict[str, Any], function: str) 
 
 
 def test_no_wildcard_actions_or_resources_of_ours(resources: dict[str, Any]) -> None:
+    checked = []
     for name, resource in resources.items():
         if resource["Type"] != "AWS::IAM::Role":
             continue
@@ -129,6 +130,8 @@ def test_no_wildcard_actions_or_resources_of_ours(resources: dict[str, Any]) -> 
             text = json.dumps(policy)
             assert '"Resource": "*"' not in text and '"Action": "*"' not in text, name
             assert '"s3:*"' not in text and '"sqs:*"' not in text, name
+            checked.append(name)
+    assert "RequestLogDeliveryRole" in checked, "no inline policy of ours was checked"
 
 
 def test_provisioned_concurrency_target_waits_for_the_alias(resources: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import onnxruntime as ort
 import orjson
 import pytest
 import tritonclient.http as triton_http
@@ -160,7 +161,11 @@ def test_answer_without_id_gets_one_and_names_the_local_model(servers: tuple[Ser
     document = answer.json()
     assert document["model_name"] == "iris_gpu" and document["model_version"] == "1" and len(document["id"]) == 36
     assert [o["name"] for o in document["outputs"]] == ["probabilities", "label"]
-    assert np.float32(document["outputs"][0]["data"][0]) == np.float32(document["outputs"][0]["data"][0])
+    session = ort.InferenceSession(DEMO_REPOSITORY / "iris" / "1" / "model.onnx", providers=["CPUExecutionProvider"])
+    rows = np.asarray(IRIS_JSON["inputs"][0]["data"], np.float32).reshape(IRIS_JSON["inputs"][0]["shape"])
+    probabilities, labels = session.run(["probabilities", "label"], {"input": rows})
+    assert np.allclose(document["outputs"][0]["data"], probabilities.ravel(), rtol=1e-6, atol=1e-7)
+    assert document["outputs"][1]["data"] == labels.ravel().tolist()
 
 
 def test_tritonclient_through_the_passthrough_matches_triton_direct(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import ANY, Stubber
 from mangum import Mangum
 
 from handler.cli.lambda_context import LocalLambdaContext
@@ -74,3 +77,70 @@ def test_checks_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert hook.run_checks(real_lambda) == ["meta: name is 'oip-serverless', expected 'triton'"]
     monkeypatch.setenv("OIP_ROLLOUT_CHECKS", "[]")  # RolloutHooks=false
     assert hook.run_checks(real_lambda) == []
+
+
+HOOK_EVENT = {"DeploymentId": "d-ABCDEF123", "LifecycleEventHookExecutionId": "hook-execution-1"}
+
+
+@pytest.fixture
+def codedeploy(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Stubber]]:
+    """A real boto3 CodeDeploy client whose calls botocore's Stubber checks against the service model."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client("codedeploy", region_name="us-east-1")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def expect_report(stubber: Stubber, status: str) -> None:
+    stubber.add_response(
+        "put_lifecycle_event_hook_execution_status",
+        {"lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"]},
+        {
+            "deploymentId": HOOK_EVENT["DeploymentId"],
+            "lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"],
+            "status": status,
+        },
+    )
+
+
+def test_a_version_that_answers_right_is_reported_succeeded(codedeploy: tuple[Any, Stubber]) -> None:
+    client, stubber = codedeploy
+    expect_report(stubber, "Succeeded")
+    assert hook.check_and_report(HOOK_EVENT, real_lambda, client) == {"status": "Succeeded", "failures": []}
+
+
+def test_a_version_that_answers_wrong_is_reported_failed(wrong_iris: Mangum, codedeploy: tuple[Any, Stubber]) -> None:
+    client, stubber = codedeploy
+    expect_report(stubber, "Failed")
+    outcome = hook.check_and_report(HOOK_EVENT, lambda event: wrong_iris(event, LocalLambdaContext()), client)
+    assert outcome["status"] == "Failed" and len(outcome["failures"]) == 2
+
+
+def test_checks_that_cannot_run_are_reported_failed(
+    monkeypatch: pytest.MonkeyPatch, codedeploy: tuple[Any, Stubber]
+) -> None:
+    """A malformed OIP_ROLLOUT_CHECKS raises before any check runs: the hook still reports, as Failed."""
+    client, stubber = codedeploy
+    monkeypatch.setenv("OIP_ROLLOUT_CHECKS", "[{not json")
+    expect_report(stubber, "Failed")
+    outcome = hook.check_and_report(HOOK_EVENT, real_lambda, client)
+    assert outcome["status"] == "Failed"
+    assert outcome["failures"][0].startswith("the checks could not run: JSONDecodeError")
+
+
+def test_an_invoke_refused_by_lambda_is_reported_failed(codedeploy: tuple[Any, Stubber]) -> None:
+    """The real Lambda client's error (here the Stubber's, checked against the Invoke API) fails each check."""
+    client, stubber = codedeploy
+    lambda_client = boto3.client("lambda", region_name="us-east-1")
+    target = "arn:aws:lambda:us-east-1:123456789012:function:oip:7"
+    with Stubber(lambda_client) as lambda_stub:
+        for _ in hook.DEMO_CHECKS:
+            lambda_stub.add_client_error("invoke", "ResourceNotFoundException", "Function not found",
+                                         expected_params={"FunctionName": target, "Payload": ANY})  # fmt: skip
+        expect_report(stubber, "Failed")
+        outcome = hook.check_and_report(HOOK_EVENT, hook.lambda_invoker(target, lambda_client), client)
+        lambda_stub.assert_no_pending_responses()
+    assert outcome["status"] == "Failed" and len(outcome["failures"]) == len(hook.DEMO_CHECKS)
+    assert all("ResourceNotFoundException" in failure for failure in outcome["failures"])
