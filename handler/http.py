@@ -21,7 +21,6 @@ import gc
 _collecting = gc.isenabled()
 gc.disable()
 
-import os  # noqa: E402
 import random  # noqa: E402
 from typing import TYPE_CHECKING, Any  # noqa: E402
 
@@ -34,6 +33,7 @@ from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
 from handler.protocol import container  # noqa: E402
 from handler.protocol.loop import event_loop, run  # noqa: E402
 from handler.protocol.memory import keep_freed_memory  # noqa: E402
+from handler.protocol.settings import LambdaSettings, Settings  # noqa: E402
 from handler.protocol.warmup import warm_up  # noqa: E402
 from handler.rest.app import create_app  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
@@ -41,33 +41,29 @@ from handler.rest.lambda_event import MalformedEvent, accept, error_response, ht
 if TYPE_CHECKING:
     from handler.observability.request_log import RequestLogSampler
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
-
-# One request per execution environment at a time: a dynamic batcher would have nothing to merge, only its
-# delay to add. Set before the data plane (and its sessions) is built below.
-os.environ["OIP_DYNAMIC_BATCHING"] = "0"
-# For the same reason models run on the calling thread however long they take: a worker thread only helps a
-# server with other requests to answer meanwhile, and costs a thread hop per invocation.
-os.environ.setdefault("OIP_INLINE_RUN_MS", "inf")
+# Read first: a value a variable does not accept stops the init here (SettingsError, one line).
+lambda_settings = LambdaSettings.from_env()
+# One request per execution environment at a time: no dynamic batching, models on the calling thread
+# (``Settings.for_lambda``).
+settings = container.settings()
+logger = Logger(service=lambda_settings.service_name)
 # Lambda runs on Firecracker, where each fresh page faults expensively: reuse freed memory (protocol/memory.py).
-keep_freed_memory()
+keep_freed_memory(settings.malloc_keep_mb)
 
 
-def _sampler() -> RequestLogSampler | None:
-    percentage = float(os.environ.get("OIP_REQUEST_LOG_SAMPLING", "0") or 0)
-    stream = os.environ.get("OIP_REQUEST_LOG_STREAM", "")
-    if percentage <= 0 or not stream:
+def _sampler(settings: Settings) -> RequestLogSampler | None:
+    if settings.request_log_sampling <= 0 or not settings.request_log_stream:
         return None
     from handler.observability.request_log import RequestLogSampler, firehose_sink
 
-    return RequestLogSampler(percentage, firehose_sink(stream))
+    return RequestLogSampler(settings.request_log_sampling, firehose_sink(settings.request_log_stream))
 
 
-sampler = _sampler()
-telemetry = PowertoolsTelemetry(sampler, tracing=os.environ.get("OIP_TRACING", "0") == "1")
-app = create_app(container.dataplane(), container.settings(), telemetry)
+sampler = _sampler(settings)
+telemetry = PowertoolsTelemetry(sampler, tracing=lambda_settings.tracing)
+app = create_app(container.dataplane(), settings, telemetry)
 mangum = Mangum(app, lifespan="off")
-max_body_bytes = container.settings().max_body_bytes
+max_body_bytes = settings.max_body_bytes
 
 
 def _warm() -> None:
@@ -89,7 +85,7 @@ try:  # SnapStart runtime hooks exist only inside the Lambda Python runtime
 except ImportError:
     pass
 
-if os.environ.get("OIP_WARM_UP", "1") == "1":
+if lambda_settings.warm_up:
     _warm()
 
 gc.freeze()  # init's objects stay for the container's life: later collections skip them
@@ -126,7 +122,7 @@ def _request_id(event: Any) -> str | None:
     return request_id if type(request_id) is str and request_id else None
 
 
-invocation_keys = InvocationKeys(logger)
+invocation_keys = InvocationKeys(logger, lambda_settings.log_event)
 
 
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:

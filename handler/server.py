@@ -1,41 +1,38 @@
 """The app ``oip serve`` runs: built from settings, once per worker process.
 
-With ``--workers N`` uvicorn's supervisor binds the port once, imports this module and what ``preload`` names,
-then forks N processes that share the port; each one calls ``app_from_env`` (uvicorn's ``factory``), so each
-opens its own onnxruntime sessions after it starts (sessions do not survive a fork). A worker that dies is
-replaced; SIGTERM lets requests in flight finish (``--drain-timeout``), then every worker and the supervisor
-exit 0. When ``OIP_GRPC_ADDRESS`` is set, each worker also serves the V2 gRPC API there, on the same event loop
-(uvloop where installed); gRPC binds with SO_REUSEPORT, so the workers share that port too.
+With ``--workers N`` the supervisor (handler/cli/workers.py) binds the port once, imports this module and what
+``preload`` names, then forks N processes that share the port; each one calls ``app_from_env`` (uvicorn's
+``factory``), so each opens its own onnxruntime sessions after it starts (sessions do not survive a fork). A worker
+that dies is replaced; SIGTERM lets requests in flight finish (``--drain-timeout``), then every worker and the
+supervisor exit 0. When ``OIP_GRPC_ADDRESS`` is set, each worker also serves the V2 gRPC API there, on the same
+event loop (uvloop where installed); gRPC binds with SO_REUSEPORT, so the workers share that port too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
-import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.util import find_spec
 
 from fastapi import FastAPI
+from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
 from handler.observability.telemetry import Telemetry
 from handler.protocol.container import build_dataplane
 from handler.protocol.memory import keep_freed_memory
-from handler.protocol.settings import GRPC_ADDRESS_ENV, Settings
+from handler.protocol.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.app import create_app
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
 #: no event loop). Not grpc (not fork-safe; imported when a worker starts its server); onnxruntime only as
-#: ``onnxruntime_fork_safe`` says.
+#: ``onnxruntime_fork_safe`` says. uvicorn's and anyio's own modules come in through their public API (``preload``).
 FORK_SAFE_MODULES = (
     "adapters.onnx.batcher",
     "adapters.onnx.reshape",
     "adapters.validation",
-    "anyio._backends._asyncio",  # the first run of a model goes to a worker thread
-    "uvicorn.lifespan.on",
-    "uvicorn.loops.auto",
-    "uvicorn.protocols.http.auto",
 )
 
 
@@ -49,57 +46,60 @@ def onnxruntime_fork_safe() -> bool:
     with telemetry on (a deployment's choice) it starts an uploader thread and a forked child that exits normally
     hangs or aborts (tests/component/test_serve_workers.py holds both). Any other value keeps it out."""
     importlib.import_module("adapters.onnx")  # sets the default
-    return os.environ.get("ORT_DISABLE_TELEMETRY") == "1"
+    return onnxruntime_telemetry_off()
 
 
-def preload() -> None:
+def preload(http: type[asyncio.Protocol] | str = "auto") -> None:
     """Import ``FORK_SAFE_MODULES``, uvloop, Triton's config schema and, when ``onnxruntime_fork_safe``, the ONNX
     backend with onnxruntime (30-60 ms a worker would otherwise spend after the fork): what a supervisor does before
-    forking."""
+    forking. uvicorn's lifespan and ``http`` protocol modules are imported by loading a uvicorn config of a bare ASGI
+    app, and anyio's asyncio backend (the first run of a model goes to a worker thread) by running it once: a loop
+    that is closed again and no thread, about 10 ms less per worker."""
+    import anyio
+    import uvicorn
+
     for module in FORK_SAFE_MODULES:
         importlib.import_module(module)
     if find_spec("uvloop") is not None:
         importlib.import_module("uvloop")
+    uvicorn.Config(_no_app, http=http, ws="none", lifespan="on", log_config=None).load()
+    anyio.run(asyncio.sleep, 0)
     model_config_pb2()
     if onnxruntime_fork_safe():
         importlib.import_module(ONNX_BACKEND)
 
 
-def build_app(settings: Settings | None = None, telemetry: Telemetry | None = None) -> FastAPI:
+async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """An ASGI app that is never called: ``preload`` loads a uvicorn config around it."""
+
+
+def build_app(
+    settings: Settings | None = None, telemetry: Telemetry | None = None, lifespan: Lifespan[FastAPI] | None = None
+) -> FastAPI:
     """The V2 app for ``settings`` (from the environment when None), models already loaded."""
     settings = settings or Settings.from_env()
-    return create_app(build_dataplane(settings), settings, telemetry)
+    return create_app(build_dataplane(settings), settings, telemetry, lifespan)
 
 
 def app_from_env() -> FastAPI:
     """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked."""
-    keep_freed_memory()  # large bodies reuse freed heap instead of faulting in fresh pages (protocol/memory.py)
     settings = Settings.from_env()
-    app = build_app(settings)
-    address = os.environ.get(GRPC_ADDRESS_ENV)
-    if address:
-        app.router.lifespan_context = _grpc_lifespan(app, settings, address)
-    return app
+    keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
+    address = settings.grpc_address
+    return build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
 
 
-def _grpc_lifespan(
-    app: FastAPI, settings: Settings, address: str
-) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """A lifespan that serves the V2 gRPC API at ``address`` while the app runs."""
+def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[FastAPI]:
+    """A lifespan (FastAPI's ``lifespan=``) that serves the V2 gRPC API at ``address`` while the app runs."""
     from handler.grpc.server import build_server
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         server = build_server(app.state.dataplane, settings, address)
         await server.start()
         try:
             yield
         finally:
-            await server.stop(grace=drain_seconds())
+            await server.stop(grace=settings.drain_timeout)  # OIP_DRAIN_TIMEOUT
 
     return lifespan
-
-
-def drain_seconds() -> float:
-    """How long in-flight gRPC calls may take to finish on shutdown (``OIP_DRAIN_TIMEOUT``, seconds)."""
-    return float(os.environ.get("OIP_DRAIN_TIMEOUT", "30"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,7 @@ import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
 from adapters.datatypes import from_config_type
-from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported
+from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported, V2Error
 from adapters.onnx.messages import public_message
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
 from adapters.repository.model_config import model_config_pb2
@@ -52,7 +51,8 @@ _ORT_TO_DATATYPE: Final[dict[str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """onnxruntime threading and where ``infer`` runs.
+    """onnxruntime threading and where ``infer`` runs (handler/protocol/settings.py reads them: ``OIP_ORT_*``,
+    ``OIP_INLINE_RUN_MS``, ``OIP_DYNAMIC_BATCHING``).
 
     Thread counts of 0 let onnxruntime choose (set both explicitly on arm64 Lambda).
     A model whose recent runs took less than ``inline_run_ms`` runs on the event loop's own
@@ -70,17 +70,42 @@ class SessionSettings:
     dynamic_batching: bool = True
     allow_spinning: bool = False
 
-    @classmethod
-    def from_env(cls) -> SessionSettings:
-        """Read ``OIP_ORT_INTRA_OP_THREADS``, ``OIP_ORT_INTER_OP_THREADS``, ``OIP_INLINE_RUN_MS``,
-        ``OIP_DYNAMIC_BATCHING`` and ``OIP_ORT_ALLOW_SPINNING``."""
-        return cls(
-            int(os.environ.get("OIP_ORT_INTRA_OP_THREADS", "0")),
-            int(os.environ.get("OIP_ORT_INTER_OP_THREADS", "0")),
-            float(os.environ.get("OIP_INLINE_RUN_MS", "1.0")),
-            os.environ.get("OIP_DYNAMIC_BATCHING", "1") not in ("0", "false", "False"),
-            os.environ.get("OIP_ORT_ALLOW_SPINNING", "0") in ("1", "true", "True"),
-        )
+
+#: onnxruntime's exceptions while running a model (``onnxruntime.capi.onnxruntime_pybind11_state``) as ours, by type,
+#: with what the message says before onnxruntime's own (cleaned) words: the input refused (e.g. an index out of
+#: range), an operation onnxruntime does not implement for it, the model failing (e.g. a reshape the data does not
+#: fit). Any other exception (a bug, or onnxruntime's Python layer refusing what validation should have caught) is
+#: not translated: the transport answers 500 with a correlation id.
+RUN_ERRORS: Final[tuple[tuple[type[Exception], type[V2Error], str], ...]] = (
+    (ort_errors.InvalidArgument, InvalidInput, "rejected the input"),
+    (ort_errors.NotImplemented, Unsupported, "cannot run this request"),
+    (ort_errors.Fail, InternalError, "failed while running"),
+    (ort_errors.RuntimeException, InternalError, "failed while running"),
+    (ort_errors.EPFail, InternalError, "failed while running"),
+)
+
+#: onnxruntime's exceptions while creating a session: the model cannot serve, for the reason they give. Our own
+#: errors (a tensor type V2 cannot carry) give theirs; anything else is a bug, logged, with a generic reason.
+LOAD_ERRORS: Final[tuple[type[Exception], ...]] = (
+    ort_errors.NoSuchFile,
+    ort_errors.NoModel,
+    ort_errors.InvalidProtobuf,
+    ort_errors.InvalidGraph,
+    ort_errors.InvalidArgument,
+    ort_errors.NotImplemented,
+    ort_errors.Fail,
+    ort_errors.RuntimeException,
+    ort_errors.EPFail,
+)
+
+
+def run_error(exc: BaseException, model: str) -> V2Error | None:
+    """onnxruntime's exception from running ``model`` as ours (the first row of ``RUN_ERRORS`` it is an instance of),
+    or None when no row is."""
+    for foreign, kind, words in RUN_ERRORS:
+        if isinstance(exc, foreign):
+            return kind(f"model '{model}' {words}: {public_message(exc)}")
+    return None
 
 
 def running_estimate(estimate_ms: float, elapsed_ms: float, inline_ms: float) -> float:
@@ -192,9 +217,18 @@ class OnnxBackend:
                 self._output_types = {spec.name: spec.datatype for spec in self._metadata.outputs}
                 self._output_names = tuple(self._output_types)
                 self._session = session
-            except Exception as exc:  # any load failure makes this version unavailable, not the server
+            except LOAD_ERRORS as exc:
                 logger.error("model %s version %s failed to load: %s", self.name, self.version, exc)
                 self._error = f"model '{self.name}' version {self.version} failed to load: {public_message(exc)}"
+            except V2Error as exc:
+                logger.error("model %s version %s failed to load: %s", self.name, self.version, exc)
+                self._error = f"model '{self.name}' version {self.version} failed to load: {exc.message}"
+            except Exception:  # a bug: this version is unavailable, not the server; the log has the details
+                logger.exception("model %s version %s failed to load", self.name, self.version)
+                self._error = (
+                    f"model '{self.name}' version {self.version} failed to load: an unexpected error, "
+                    "which the server log has"
+                )
 
     def _read_metadata(self, session: ort.InferenceSession) -> ModelMetadata:
         max_batch_size = int(self.config.max_batch_size) if self.config is not None else 0
@@ -271,11 +305,13 @@ class OnnxBackend:
         run_started = time.perf_counter_ns()
         try:
             arrays = session.run(wanted, feeds)  # type: ignore[arg-type]
-        except ort_errors.InvalidArgument as exc:
-            raise InvalidInput(f"model '{self.name}' rejected the input: {public_message(exc)}") from None
-        except (ort_errors.Fail, ort_errors.RuntimeException, ort_errors.EPFail) as exc:
-            logger.error("model %s version %s failed while running: %s", self.name, self.version, exc)
-            raise InternalError(f"model '{self.name}' failed while running: {public_message(exc)}") from None
+        except Exception as exc:  # translated by the table, or raised as it is
+            error = run_error(exc, self.name)
+            if error is None:
+                raise
+            if isinstance(error, InternalError):
+                logger.error("model %s version %s failed while running: %s", self.name, self.version, exc)
+            raise error from None
         # Wall time, not the process's CPU time: clock_gettime(CLOCK_PROCESS_CPUTIME_ID) sums every thread's
         # (onnxruntime's pool too) and cost a third of a small Lambda invocation. running_estimate damps stalls.
         elapsed_ns = time.perf_counter_ns() - run_started

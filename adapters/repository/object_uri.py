@@ -4,7 +4,6 @@ go in the local copy."""
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
@@ -22,10 +21,10 @@ def parse_object_uri(uri: str, scheme: str) -> tuple[str, str]:
     return parsed.netloc, prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
-def local_copy(uri: str) -> Path:
-    """Where the copy of ``uri`` goes: under ``OIP_CACHE_DIR`` (default: the temp dir, /tmp on Lambda), one
-    directory per URI, so later calls in the same container reuse it."""
-    cache = Path(os.environ.get("OIP_CACHE_DIR", tempfile.gettempdir()))
+def local_copy(uri: str, cache_dir: str | None = None) -> Path:
+    """Where the copy of ``uri`` goes: under ``cache_dir`` (``OIP_CACHE_DIR``; None: the temp dir, /tmp on Lambda),
+    one directory per URI, so later calls in the same container reuse it."""
+    cache = Path(cache_dir or tempfile.gettempdir())
     return cache / "oip-model-repository" / hashlib.sha256(uri.encode()).hexdigest()[:16]
 
 

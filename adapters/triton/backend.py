@@ -49,12 +49,7 @@ class TritonBackend:
 
     async def metadata(self) -> ModelMetadata:
         """Triton's model metadata under the local name."""
-        document = await self.client.call(
-            f"metadata of '{self.route.remote_name}'",
-            lambda c: c.get_model_metadata(
-                self.route.remote_name, self.version, headers=self.client.settings.headers, **self.client._as_json()
-            ),
-        )
+        document = await self.client.model_metadata(self.route.remote_name, self.version)
         return ModelMetadata(
             self.name,
             tuple(document.get("versions", [])),
@@ -65,19 +60,11 @@ class TritonBackend:
 
     async def config(self) -> dict[str, Any]:
         """Triton's model configuration, as JSON."""
-        document = await self.client.call(
-            f"configuration of '{self.route.remote_name}'",
-            lambda c: c.get_model_config(
-                self.route.remote_name, self.version, headers=self.client.settings.headers, **self.client._as_json()
-            ),
-        )
-        return dict(document.get("config", document))
+        return await self.client.model_config(self.route.remote_name, self.version)
 
     async def ready(self) -> bool:
         """Whether Triton reports the model ready (False when Triton does not answer)."""
-        return await self.client.probe(
-            lambda c: c.is_model_ready(self.route.remote_name, self.version, headers=self.client.settings.headers)
-        )
+        return await self.client.model_ready(self.route.remote_name, self.version)
 
     def _inputs(self, call: InferCall) -> list[Any]:
         module = self.client.module
@@ -107,20 +94,7 @@ class TritonBackend:
     async def infer(self, call: InferCall) -> InferResult:
         """Forward one inference (never retried: it is not known to be idempotent)."""
         inputs, outputs = self._inputs(call), self._outputs(call)
-        settings = self.client.settings
-        result = await self.client.call(
-            f"inference on '{self.route.remote_name}'",
-            lambda c: c.infer(
-                self.route.remote_name,
-                inputs,
-                model_version=self.version,
-                outputs=outputs,
-                request_id=call.id or "",
-                headers=settings.headers,
-            ),
-            idempotent=False,
-        )
-        response = result.get_response(**self.client._as_json())
+        result, response = await self.client.infer(self.route.remote_name, self.version, inputs, outputs, call.id or "")
         tensors = []
         for entry in response.get("outputs", []):
             array = result.as_numpy(entry["name"])

@@ -3,20 +3,28 @@
 The client is imported lazily (``tritonclient.http.aio`` costs about 0.5 s of cold start here, because it
 pulls in gevent and aiohttp; ``tritonclient.grpc.aio`` about 0.3 s), so a deployment without remote models
 pays nothing. HTTP is the default all the same: it forwards faster (bench/bench_triton.py).
+
+Foreign exceptions become ours at this boundary only, by type, in one table per protocol (``error_table``), most
+specific first: tritonclient's ``InferenceServerException`` by the status Triton answered (``HTTP_STATUS_ERRORS``;
+over gRPC, grpc's status code, ``GRPC_STATUS_ERRORS``: tritonclient's gRPC client raises every ``grpc.RpcError`` as
+one, with the code's name, so grpc itself is never imported here, as the import contract wants), aiohttp's
+failures by their class. An exception no row matches (a bug, or tritonclient refusing a call it was given) is not
+translated: it propagates to the transport, which answers 500 / INTERNAL with a correlation id and logs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from adapters.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
+    Unsupported,
     UpstreamError,
     UpstreamTimeout,
     V2Error,
@@ -25,20 +33,94 @@ from adapters.triton.settings import TritonSettings
 
 T = TypeVar("T")
 
+#: Triton's HTTP statuses as tritonclient's HTTP client reports them (``InferenceServerException.status()``, "400")
+#: to ours; any other status is Triton failing (UpstreamError). Triton answers its INVALID_ARG, UNKNOWN,
+#: ALREADY_EXISTS and CANCELLED errors with 400, NOT_FOUND with 404, UNSUPPORTED with 501, UNAVAILABLE with 503 and
+#: INTERNAL with 500.
+HTTP_STATUS_ERRORS: Final[Mapping[str, type[V2Error]]] = {
+    "400": InvalidInput,
+    "404": ModelNotFound,
+    "501": Unsupported,
+    "503": ModelNotReady,
+}
 
-def _status(exc: Exception) -> str:
-    status = getattr(exc, "status", None)
-    value = status() if callable(status) else status
-    return str(value or "")
+#: gRPC status codes by name, as tritonclient's gRPC client reports a ``grpc.RpcError``'s ``code()`` (``status()``:
+#: "StatusCode.NOT_FOUND"), to ours; any other code is Triton failing (UpstreamError). The codes that Triton's HTTP
+#: endpoint answers with 400 are InvalidInput here too: one Triton error, one answer, whichever protocol forwards it.
+GRPC_STATUS_ERRORS: Final[Mapping[str, type[V2Error]]] = {
+    "INVALID_ARGUMENT": InvalidInput,
+    "UNKNOWN": InvalidInput,
+    "ALREADY_EXISTS": InvalidInput,
+    "CANCELLED": InvalidInput,
+    "NOT_FOUND": ModelNotFound,
+    "UNIMPLEMENTED": Unsupported,
+    "UNAVAILABLE": ModelNotReady,
+    "DEADLINE_EXCEEDED": UpstreamTimeout,
+}
+
+#: Our error and the words to report it in (Triton's or the transport's own words, or ours), or None: not ours.
+Reading = tuple[type[V2Error], str] | None
+#: (foreign exception type, how to read one), checked in order with isinstance.
+ErrorRow = tuple[type[BaseException], Callable[[Any], Reading]]
+
+
+def _by_status(statuses: Mapping[str, type[V2Error]]) -> Callable[[Any], Reading]:
+    def read(exc: Any) -> Reading:
+        status = exc.status()
+        if status is None:  # tritonclient refused the call itself (an argument it does not take): a bug
+            return None
+        return statuses.get(str(status).removeprefix("StatusCode."), UpstreamError), str(exc.message())
+
+    return read
+
+
+def _always(kind: type[V2Error], words: str) -> Callable[[Any], Reading]:
+    return lambda exc: (kind, words)
+
+
+def _cannot_connect(exc: Any) -> Reading:
+    return ModelNotReady, f"cannot connect: {exc.strerror}" if exc.strerror else "cannot connect"
+
+
+def error_table(protocol: str) -> tuple[ErrorRow, ...]:
+    """The rows for tritonclient's ``protocol`` client (``http``: aiohttp underneath; ``grpc``: grpc.aio), most
+    specific first. Imports tritonclient's exception and aiohttp (loaded with the client)."""
+    from tritonclient.utils import InferenceServerException
+
+    if protocol == "http":
+        import aiohttp
+
+        return (
+            (InferenceServerException, _by_status(HTTP_STATUS_ERRORS)),
+            # The request timeout (asyncio's or aiohttp's own, which is also a ClientConnectionError: first).
+            (TimeoutError, _always(UpstreamTimeout, "no answer in time")),
+            (aiohttp.ClientConnectorError, _cannot_connect),  # refused, no route, DNS, TLS
+            (aiohttp.ClientConnectionError, _always(ModelNotReady, "the connection broke")),
+            (aiohttp.ClientPayloadError, _always(ModelNotReady, "its answer was cut short")),
+            (aiohttp.ClientResponseError, _always(UpstreamError, "its answer is not HTTP")),
+        )
+    return (
+        (InferenceServerException, _by_status(GRPC_STATUS_ERRORS)),
+        (TimeoutError, _always(UpstreamTimeout, "no answer in time")),  # a health probe's wait
+    )
 
 
 class TritonClient:
-    """One asyncio tritonclient (HTTP or gRPC) for a Triton URL, with error translation, timeouts and retries."""
+    """One asyncio tritonclient (HTTP or gRPC) for a Triton URL, with error translation, timeouts and retries.
+
+    Calls are bounded by the request timeout: over gRPC as the call's deadline (which Triton sees), over HTTP by
+    waiting at most that long."""
 
     def __init__(self, settings: TritonSettings) -> None:
         self.settings = settings
         self._client: Any = None
         self._module: Any = None
+        self._errors: tuple[ErrorRow, ...] | None = None
+        self._grpc = settings.protocol == "grpc"
+        #: Keyword arguments of every call: over gRPC, its deadline.
+        self._deadline: dict[str, Any] = {"client_timeout": settings.request_timeout} if self._grpc else {}
+        #: Keyword arguments of a call answering a document: JSON (the gRPC client answers protobuf otherwise).
+        self._document: dict[str, Any] = {"as_json": True, **self._deadline} if self._grpc else {}
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -78,35 +160,40 @@ class TritonClient:
         self._connect()
         return self._module
 
-    def translate(self, exc: BaseException, what: str) -> V2Error:
-        """Triton's and the transport's errors as ours: Triton's 4xx pass through with Triton's message."""
-        if isinstance(exc, V2Error):
-            return exc
-        if isinstance(exc, TimeoutError):
-            return UpstreamTimeout(f"Triton did not answer {what} within {self.settings.request_timeout} s")
-        status = _status(exc)
-        message = getattr(exc, "message", None)
-        text = message() if callable(message) else str(exc)
-        if status in ("400", "StatusCode.INVALID_ARGUMENT"):
-            return InvalidInput(text)
-        if status in ("404", "StatusCode.NOT_FOUND"):
-            return ModelNotFound(text)
-        if status in ("StatusCode.DEADLINE_EXCEEDED", "504"):
-            return UpstreamTimeout(f"Triton did not answer {what} in time: {text}")
-        if status in ("StatusCode.UNAVAILABLE", "503", "") or "connect" in text.lower():
-            return ModelNotReady(
-                f"Triton at {self.settings.url} is unavailable ({what}): {text}", retry_after=self.settings.retry_after
-            )
-        return UpstreamError(f"Triton failed {what} ({status}): {text}")
+    def translate(self, exc: BaseException, what: str) -> V2Error | None:
+        """One of tritonclient's, grpc's or the transport's exceptions as ours (``what``: the call, for the message),
+        by the first row of ``error_table`` it is an instance of; None when no row is (not ours to translate)."""
+        if self._errors is None:
+            self._errors = error_table(self.settings.protocol)
+        for foreign, read in self._errors:
+            if isinstance(exc, foreign):
+                reading = read(exc)
+                return None if reading is None else self._ours(*reading, what)
+        return None
 
-    async def call(self, what: str, make: Callable[[Any], Awaitable[T]], idempotent: bool = True) -> T:
-        """Run one client call with the request timeout; retry idempotent calls on unavailability."""
+    def _ours(self, kind: type[V2Error], words: str, what: str) -> V2Error:
+        if kind is ModelNotReady:
+            return ModelNotReady(
+                f"Triton at {self.settings.url} is unavailable ({what}): {words}", retry_after=self.settings.retry_after
+            )
+        if kind is UpstreamTimeout:
+            return UpstreamTimeout(f"Triton did not answer {what} within {self.settings.request_timeout} s")
+        if kind is UpstreamError:
+            return UpstreamError(f"Triton failed {what}: {words}")
+        return kind(words)  # Triton's own word on the request: passed on as it is
+
+    async def _call(self, what: str, make: Callable[[Any], Awaitable[T]], idempotent: bool = True) -> T:
+        """Run one client call within the request timeout; retry idempotent calls on unavailability."""
         attempts = 1 + (self.settings.retries if idempotent else 0)
         for attempt in range(attempts):
             try:
+                if self._grpc:  # the call carries its deadline
+                    return await make(self._connect())
                 return await asyncio.wait_for(make(self._connect()), self.settings.request_timeout)
-            except Exception as exc:  # translated below; tritonclient raises many kinds
+            except Exception as exc:  # translated by the table, or raised as it is
                 error = self.translate(exc, what)
+                if error is None:
+                    raise
                 if isinstance(error, ModelNotReady):
                     await self.reset()
                 if not (isinstance(error, ModelNotReady) and attempt + 1 < attempts):
@@ -128,25 +215,67 @@ class TritonClient:
             with contextlib.suppress(Exception):  # closing a broken connection may fail; it is dropped all the same
                 await client.close()
 
-    def _as_json(self) -> dict[str, Any]:
-        return {"as_json": True} if self.settings.protocol == "grpc" else {}
-
-    async def probe(self, make: Callable[[Any], Awaitable[Any]]) -> bool:
-        """A health probe within the connect timeout: False (and a fresh connection next time) on any failure."""
+    async def _probe(self, what: str, make: Callable[[Any], Awaitable[Any]]) -> bool:
+        """A health probe within the connect timeout: False (and a fresh connection next time) when Triton is
+        unavailable, slow or refuses; an exception no row of the table matches propagates."""
         try:
             return bool(await asyncio.wait_for(make(self._connect()), self.settings.connect_timeout))
-        except Exception:
+        except Exception as exc:
+            if self.translate(exc, what) is None:
+                raise
             await self.reset()
             return False
 
     async def server_ready(self) -> bool:
         """Whether Triton answers ready."""
-        return await self.probe(lambda c: c.is_server_ready(headers=self.settings.headers))
+        return await self._probe("server readiness", lambda c: c.is_server_ready(headers=self.settings.headers))
+
+    async def model_ready(self, name: str, version: str) -> bool:
+        """Whether Triton reports the model ready (False when Triton does not answer)."""
+        return await self._probe(
+            f"readiness of '{name}'", lambda c: c.is_model_ready(name, version, headers=self.settings.headers)
+        )
 
     async def index(self) -> list[dict[str, Any]]:
         """Triton's repository index."""
-        index = await self.call(
+        index = await self._call(
             "the repository index",
-            lambda c: c.get_model_repository_index(headers=self.settings.headers, **self._as_json()),
+            lambda c: c.get_model_repository_index(headers=self.settings.headers, **self._document),
         )
         return list(index.get("models", [])) if isinstance(index, dict) else list(index)
+
+    async def model_metadata(self, name: str, version: str) -> dict[str, Any]:
+        """Triton's metadata of a model, as JSON."""
+        document: dict[str, Any] = await self._call(
+            f"metadata of '{name}'",
+            lambda c: c.get_model_metadata(name, version, headers=self.settings.headers, **self._document),
+        )
+        return document
+
+    async def model_config(self, name: str, version: str) -> dict[str, Any]:
+        """Triton's configuration of a model, as JSON (the ``config`` member of gRPC's answer)."""
+        document = await self._call(
+            f"configuration of '{name}'",
+            lambda c: c.get_model_config(name, version, headers=self.settings.headers, **self._document),
+        )
+        return dict(document.get("config", document))
+
+    async def infer(
+        self, name: str, version: str, inputs: list[Any], outputs: list[Any] | None, request_id: str
+    ) -> tuple[Any, dict[str, Any]]:
+        """One inference (never retried: it is not known to be idempotent): tritonclient's result and its
+        response document."""
+        result = await self._call(
+            f"inference on '{name}'",
+            lambda c: c.infer(
+                name,
+                inputs,
+                model_version=version,
+                outputs=outputs,
+                request_id=request_id,
+                headers=dict(self.settings.headers),  # a copy: tritonclient adds its own to the dict it is given
+                **self._deadline,
+            ),
+            idempotent=False,
+        )
+        return result, result.get_response(as_json=True) if self._grpc else result.get_response()

@@ -91,8 +91,10 @@ class TritonPassthrough:
             status, header_length, content = await self._post(
                 self.url(model, version), body, {**self.settings.headers, **headers}
             )
-        except Exception as exc:  # transport failures: translated as tritonclient's are
+        except Exception as exc:  # transport failures: translated as tritonclient's are; anything else propagates
             error = self.client.translate(exc, what)
+            if error is None:
+                raise
             if error.retry_after is not None:
                 await self.reset()
             raise error from None
@@ -108,12 +110,17 @@ class TritonPassthrough:
             return response.status, int(length) if length is not None else None, content
 
     def _error(self, status: int, content: bytes, what: str) -> V2Error:
-        """Triton's error answer as tritonclient reports it (its ``error`` text, the status), then as ours."""
+        """Triton's error answer as tritonclient's HTTP client raises it (its ``error`` text, the status), then as
+        ours: the same translation as the tritonclient path's."""
+        from tritonclient.utils import InferenceServerException
+
         try:
             message = str(orjson.loads(content)["error"]) if content else "empty response from Triton"
         except (orjson.JSONDecodeError, TypeError, KeyError):
             message = content.decode(errors="replace")
-        return self.client.translate(_TritonHttpError(str(status), message), what)
+        error = self.client.translate(InferenceServerException(message, str(status)), what)
+        assert error is not None  # an exception with a status always has a row
+        return error
 
     async def close(self) -> None:
         """Close the connection pool."""
@@ -125,17 +132,3 @@ class TritonPassthrough:
         """Drop the pool after Triton was unreachable: its connections are dead."""
         with contextlib.suppress(Exception):  # closing broken connections may fail; they are dropped all the same
             await self.close()
-
-
-class _TritonHttpError(Exception):
-    """Triton's HTTP error in the shape ``TritonClient.translate`` reads (tritonclient's ``status``/``message``)."""
-
-    def __init__(self, status: str, message: str) -> None:
-        super().__init__(message)
-        self._status, self._message = status, message
-
-    def status(self) -> str:
-        return self._status
-
-    def message(self) -> str:
-        return self._message

@@ -1,9 +1,8 @@
-"""Where and how to reach Triton, and which local names it serves (all from ``OIP_TRITON_*``)."""
+"""Where and how to reach Triton, and which local names it serves (``OIP_TRITON_*``, read by
+handler/protocol/settings.py)."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 
 
@@ -17,7 +16,7 @@ class TritonRoute:
 
 @dataclass(frozen=True)
 class TritonSettings:
-    """Where and how to reach Triton. From the environment by ``from_env`` (all ``OIP_TRITON_*``)."""
+    """Where and how to reach Triton."""
 
     url: str = ""
     protocol: str = "http"
@@ -48,25 +47,3 @@ class TritonSettings:
             name, _, version = (remote or local).partition(":")
             routes[local.strip()] = TritonRoute(name.strip() or local.strip(), version.strip())
         return routes
-
-    @classmethod
-    def from_env(cls) -> TritonSettings:
-        """``OIP_TRITON_URL``, ``_PROTOCOL`` (http|grpc), ``_MODELS``, ``_PROXY``, ``_CONNECT_TIMEOUT``,
-        ``_TIMEOUT``, ``_RETRIES``, ``_SSL``, ``_SSL_CA``, ``_HEADERS`` (a JSON object), ``_PASSTHROUGH`` (1|0)."""
-        env = os.environ
-        protocol = env.get("OIP_TRITON_PROTOCOL", "http").lower()
-        if protocol not in ("grpc", "http"):
-            raise ValueError("OIP_TRITON_PROTOCOL must be grpc or http")
-        return cls(
-            url=env.get("OIP_TRITON_URL", ""),
-            protocol=protocol,
-            routes=cls.parse_routes(env.get("OIP_TRITON_MODELS", "")),
-            proxy_all=env.get("OIP_TRITON_PROXY", "0") in ("1", "true", "True"),
-            connect_timeout=float(env.get("OIP_TRITON_CONNECT_TIMEOUT", "2")),
-            request_timeout=float(env.get("OIP_TRITON_TIMEOUT", "30")),
-            retries=int(env.get("OIP_TRITON_RETRIES", "2")),
-            ssl=env.get("OIP_TRITON_SSL", "0") in ("1", "true", "True"),
-            ssl_ca=env.get("OIP_TRITON_SSL_CA", ""),
-            headers=json.loads(env.get("OIP_TRITON_HEADERS", "{}") or "{}"),
-            passthrough=env.get("OIP_TRITON_PASSTHROUGH", "1") in ("1", "true", "True"),
-        )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+from handler.protocol.settings import BatchSettings
 
 
 @dataclass(frozen=True)
@@ -20,13 +21,5 @@ class BatchConfig:
     @classmethod
     def from_env(cls) -> BatchConfig:
         """``OIP_RESULTS_S3_URI``, ``OIP_RESULTS_QUEUE_URL``, ``OIP_BATCH_OUTPUT_PREFIX``,
-        ``OIP_BATCH_INPUT_PREFIX``, ``OIP_BATCH_CHUNK_SIZE``, ``OIP_BATCH_MODEL``."""
-        env = os.environ
-        return cls(
-            env.get("OIP_RESULTS_S3_URI", ""),
-            env.get("OIP_RESULTS_QUEUE_URL", ""),
-            env.get("OIP_BATCH_OUTPUT_PREFIX", "output/"),
-            env.get("OIP_BATCH_INPUT_PREFIX", "input/"),
-            int(env.get("OIP_BATCH_CHUNK_SIZE", "256")),
-            env.get("OIP_BATCH_MODEL") or None,
-        )
+        ``OIP_BATCH_INPUT_PREFIX``, ``OIP_BATCH_CHUNK_SIZE``, ``OIP_BATCH_MODEL`` (``BatchSettings``)."""
+        return cls(**asdict(BatchSettings.from_env()))

@@ -4,7 +4,6 @@ Distributed Map item batches (``{"Items": [{"Key": ...}], "BatchInput": {"bucket
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -15,8 +14,9 @@ from handler.batch.config import BatchConfig
 from handler.batch.routing import batch_event_kind
 from handler.batch.s3 import handle_item_batch, handle_s3_event
 from handler.batch.sqs import handle_sqs_message
+from handler.protocol.settings import LambdaSettings
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
+logger = Logger(service=LambdaSettings.from_env().service_name)
 
 
 # Every failure is reported per message (even when all fail), so each is retried and dead-lettered on its own.

@@ -16,8 +16,11 @@ import orjson
 from adapters.errors import InvalidInput, V2Error
 from adapters.types import InferCall, InferResult, RequestedOutput
 from handler.batch.lines import OverlongLine
+from handler.codecs.json_fast import load_infer_json
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
+from handler.inference.service import InferenceService
+from handler.protocol.limits import TensorCounts
 from handler.protocol.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Write = Callable[[bytes], object]
@@ -36,8 +39,6 @@ class BatchJob:
     version: str | None = None
     chunk_size: int = 256
     id_prefix: str = ""
-    #: Uniform chunks of one-input requests decode, run and encode in one pass (same output, faster).
-    fast_path: bool = True
     #: Convert .npy data to the model's datatype where no value is lost beyond float rounding.
     cast: bool = False
     #: The longest JSON line, and the most .npy row bytes read at once (OIP_MAX_BODY_BYTES, as a request body).
@@ -111,28 +112,66 @@ def encode_line(result: InferResult, call: InferCall) -> bytes:
     return body
 
 
-def parse_row(job: BatchJob, line_number: int, raw: bytes, summary: BatchSummary) -> Row:
-    row = Row(line_number, job.model, job.version)
-    if isinstance(raw, OverlongLine):
-        row.output = summary.error(
-            line_number, f"line of {raw.size} bytes, over the limit of {job.max_bytes} bytes (OIP_MAX_BODY_BYTES)"
+#: What a line without a model says when the job names none either.
+NO_MODEL = "no model: give --model (env OIP_BATCH_MODEL) or a 'model_name' field on the line"
+
+
+def parse_line(
+    service: InferenceService, raw: bytes, what: str, model: str | None, version: str | None, no_model: str = NO_MODEL
+) -> tuple[str, str | None, dict[str, Any]]:
+    """A JSON line (or message body) as ``(model, version, request document)``: a V2 inference request naming its
+    model with ``model_name`` (and ``model_version``), or taking ``model`` and ``version``; parsed as a REST
+    request's JSON body is."""
+    document = load_infer_json(raw, counts=service.cap_counts) or load_json_object(raw, what)
+    model = document.pop("model_name", None) or model
+    version = document.pop("model_version", None) or version
+    if not model:
+        raise InvalidInput(no_model)
+    if not isinstance(model, str) or not (version is None or isinstance(version, str)):
+        raise InvalidInput(f"{what}: 'model_name' and 'model_version' must be strings")
+    return model, version, document
+
+
+async def decode_line(
+    service: InferenceService, raw: bytes, what: str, model: str | None, version: str | None, no_model: str = NO_MODEL
+) -> tuple[str, str | None, InferCall]:
+    """``parse_line``, then the request decoded as a REST request's JSON body is (within the service's counts for
+    its model and OIP_MAX_TENSOR_BYTES)."""
+    model, version, document = parse_line(service, raw, what, model, version, no_model)
+    counts = service.known_counts(model, version) or await service.counts(model, version)
+    return model, version, decode_infer_document(document, None, service.max_tensor_bytes, counts)
+
+
+async def parse_rows(
+    service: InferenceService, job: BatchJob, chunk: list[tuple[int, bytes]], summary: BatchSummary
+) -> list[Row]:
+    """A chunk's lines as rows, each decoded as ``decode_line`` decodes it, or already answered with its error."""
+    counted: dict[tuple[str, str | None], TensorCounts] = {}
+    rows = []
+    for line_number, raw in chunk:
+        row = Row(line_number, job.model, job.version)
+        rows.append(row)
+        if isinstance(raw, OverlongLine):
+            row.output = summary.error(
+                line_number, f"line of {raw.size} bytes, over the limit of {job.max_bytes} bytes (OIP_MAX_BODY_BYTES)"
+            )
+            continue
+        if not raw.strip():
+            row.output = summary.error(line_number, "blank line: expected a V2 inference request")
+            continue
+        try:
+            model, version, document = parse_line(service, raw, f"line {line_number}", job.model, job.version)
+            counts = counted.get((model, version))
+            if counts is None:
+                counts = counted[model, version] = await service.counts(model, version)
+            call = decode_infer_document(document, None, service.max_tensor_bytes, counts)
+        except V2Error as exc:
+            row.output = summary.error(line_number, exc.message)
+            continue
+        row.model, row.version = model, version
+        row.call = (
+            call
+            if call.id is not None
+            else InferCall(call.inputs, call.outputs, f"{job.id_prefix}{line_number}", call.parameters)
         )
-        return row
-    if not raw.strip():
-        row.output = summary.error(line_number, "blank line: expected a V2 inference request")
-        return row
-    try:
-        document = load_json_object(raw, f"line {line_number}")
-        row.model = document.pop("model_name", None) or job.model
-        row.version = document.pop("model_version", None) or job.version
-        if not row.model:
-            raise InvalidInput("no model: give --model (env OIP_BATCH_MODEL) or a 'model_name' field on the line")
-        call = decode_infer_document(document)
-        row.call = call if call.id is not None else _with_id(call, f"{job.id_prefix}{line_number}")
-    except V2Error as exc:
-        row.output = summary.error(line_number, exc.message)
-    return row
-
-
-def _with_id(call: InferCall, request_id: str) -> InferCall:
-    return InferCall(call.inputs, call.outputs, request_id, call.parameters)
+    return rows

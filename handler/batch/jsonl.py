@@ -10,13 +10,12 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 
 from handler.batch.chunks import run_chunk
-from handler.batch.fast_path import fast_chunk
-from handler.batch.job import BatchJob, BatchSummary, Stop, Write, parse_row
-from handler.protocol.dataplane import DataPlane
+from handler.batch.job import BatchJob, BatchSummary, Stop, Write, parse_rows
+from handler.inference.service import InferenceService
 
 
 async def predict_jsonl(
-    dataplane: DataPlane,
+    service: InferenceService,
     job: BatchJob,
     lines: Iterable[bytes],
     write: Write,
@@ -37,13 +36,9 @@ async def predict_jsonl(
             summary.complete = True
             break
         summary.rows_in += len(chunk)
-        fast = await fast_chunk(dataplane, job, chunk, summary) if job.fast_path else None
-        if fast is not None:
-            outputs = fast
-        else:
-            rows = [parse_row(job, n, raw, summary) for n, raw in chunk]
-            await run_chunk(dataplane, rows, summary)
-            outputs = [row.output for row in rows if row.output is not None]
+        rows = await parse_rows(service, job, chunk, summary)
+        await run_chunk(service, rows, summary)
+        outputs = [row.output for row in rows if row.output is not None]
         if len(outputs) != len(chunk):  # never: every row ends with one output line
             raise RuntimeError(f"{len(chunk)} rows gave {len(outputs)} output lines")
         write(b"\n".join(outputs) + b"\n")

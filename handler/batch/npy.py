@@ -18,7 +18,7 @@ from adapters.types import InferCall, Tensor, TensorSpec
 from handler.batch.cast import cast_rows, check_castable
 from handler.batch.chunks import run_chunk
 from handler.batch.job import BatchJob, BatchSummary, Row, Stop, Write
-from handler.protocol.dataplane import DataPlane
+from handler.inference.service import InferenceService
 
 NPY_MAGIC = b"\x93NUMPY"
 
@@ -52,12 +52,12 @@ def read_npy_header(stream: IO[bytes]) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
-async def plan_npy(dataplane: DataPlane, job: BatchJob, stream: IO[bytes]) -> NpyPlan:
+async def plan_npy(service: InferenceService, job: BatchJob, stream: IO[bytes]) -> NpyPlan:
     """Read and check the header against the model before anything is predicted or written."""
     if not job.model:
         raise InvalidInput("no model: .npy input needs --model (env OIP_BATCH_MODEL)")
     shape, dtype = read_npy_header(stream)
-    metadata = await dataplane.model_metadata(job.model, job.version)
+    metadata = await service.dataplane.model_metadata(job.model, job.version)
     if len(metadata.inputs) != 1:
         raise InvalidInput(f".npy input needs a single-input model; '{job.model}' has {len(metadata.inputs)} inputs")
     spec = metadata.inputs[0]
@@ -78,7 +78,7 @@ async def plan_npy(dataplane: DataPlane, job: BatchJob, stream: IO[bytes]) -> Np
 
 
 async def predict_npy(
-    dataplane: DataPlane,
+    service: InferenceService,
     job: BatchJob,
     stream: IO[bytes],
     write: Write,
@@ -91,7 +91,7 @@ async def predict_npy(
     ``stop`` and ``summary`` as for :func:`handler.batch.jsonl.predict_jsonl`; resuming skips (seeks past) the
     ``rows_in`` rows already done.
     """
-    plan = await plan_npy(dataplane, job, stream)
+    plan = await plan_npy(service, job, stream)
     summary = summary or BatchSummary(job.model, job.version)
     if summary.rows_in:
         stream.seek(summary.rows_in * plan.row_bytes, os.SEEK_CUR)
@@ -121,7 +121,7 @@ async def predict_npy(
                 row.output = summary.error(line, f"row {line}: a value does not fit {datatype} (--cast)")
             rows.append(row)
         summary.rows_in += count
-        await run_chunk(dataplane, rows, summary)
+        await run_chunk(service, rows, summary)
         write(b"".join(row.output + b"\n" for row in rows if row.output is not None))
         summary.rows_out += count
         remaining -= count

@@ -5,7 +5,6 @@ A file whose manifest records the same input ETag is not predicted again.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import PurePosixPath
 from typing import Any
@@ -21,10 +20,12 @@ from handler.batch.job import BatchJob, BatchSummary
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
+from handler.inference.service import InferenceService
 from handler.protocol import container
 from handler.protocol.loop import run
+from handler.protocol.settings import LambdaSettings
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
+logger = Logger(service=LambdaSettings.from_env().service_name)
 
 
 class BatchFailed(Exception):
@@ -80,11 +81,11 @@ def process_object(bucket: str, key: str, config: BatchConfig) -> dict[str, Any]
 
 
 def _predict_stream(key: str, job: BatchJob, body: Any, write: Any) -> BatchSummary:
-    dataplane = container.dataplane()
+    service = InferenceService(container.dataplane(), container.settings())
     if key.endswith(".npy"):
-        return run(predict_npy(dataplane, job, body, write))
+        return run(predict_npy(service, job, body, write))
     if key.endswith((".jsonl", ".ndjson", ".json")):
-        return run(predict_jsonl(dataplane, job, bounded_lines(read_chunks(body.read), job.max_bytes), write))
+        return run(predict_jsonl(service, job, bounded_lines(read_chunks(body.read), job.max_bytes), write))
     raise InvalidInput(f"'{key}': batch input must be .jsonl (V2 requests, one per line) or .npy")
 
 

@@ -9,23 +9,28 @@ gets the message id), so redeliveries write the same objects, never duplicates.
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from dataclasses import replace
+from typing import Any, Final
 
 import orjson
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from adapters.errors import InvalidInput, V2Error
+from adapters.errors import V2Error
 from adapters.repository.s3 import parse_s3_uri
+from adapters.types import InferCall
 from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
-from handler.batch.job import encode_line
-from handler.codecs.request import decode_infer_document, load_json_object
+from handler.batch.job import decode_line, encode_line
+from handler.inference.service import InferenceService
 from handler.protocol import container
 from handler.protocol.loop import run
+from handler.protocol.settings import LambdaSettings
 
-logger = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", "oip-serverless"))
+logger = Logger(service=LambdaSettings.from_env().service_name)
+
+#: What a message without a model says when the function names no default either (OIP_BATCH_MODEL).
+NO_MODEL_NAMED: Final = "the message names no 'model_name'"
 
 
 def _sqs_result_key(config: BatchConfig, model: str, message_id: str, errors: bool = False) -> tuple[str, str]:
@@ -52,20 +57,18 @@ def _send_to_queue(config: BatchConfig, message_id: str, request_id: str, body: 
 def handle_sqs_message(record: SQSRecord, config: BatchConfig) -> str:
     """Predict one message and write its result; raises (so the message is retried, then dead-lettered) on failure."""
     message_id = record.message_id
+    service = InferenceService(container.dataplane(), container.settings())
     try:
-        document = load_json_object(record.body.encode(), f"message {message_id}")
-        model = document.pop("model_name", None) or config.default_model
-        version = document.pop("model_version", None)
-        if not model:
-            raise InvalidInput("the message names no 'model_name'")
+        raw = record.body.encode()
+        model, version, call = run(
+            decode_line(service, raw, f"message {message_id}", config.default_model, None, NO_MODEL_NAMED)
+        )
         if config.results_s3_uri and object_exists(*_sqs_result_key(config, model, message_id)):
             logger.info("result already written; redelivery skipped", extra={"message_id": message_id})
             return "duplicate"
-        call = decode_infer_document(document)
         if call.id is None:
-            call = type(call)(call.inputs, call.outputs, message_id, call.parameters)
-        result = run(container.dataplane().infer(model, version, call))
-        body = encode_line(result, call)
+            call = replace(call, id=message_id)
+        body = run(_predict(service, model, version, call, len(raw)))
     except V2Error as exc:
         _record_failure(config, message_id, exc.message)
         raise
@@ -79,6 +82,16 @@ def handle_sqs_message(record: SQSRecord, config: BatchConfig) -> str:
     if config.results_queue_url:
         _send_to_queue(config, message_id, request_id, body)
     return "ok"
+
+
+async def _predict(service: InferenceService, model: str, version: str | None, call: InferCall, size: int) -> bytes:
+    """The result line of one decoded message (``size``: its body's bytes)."""
+    with service.observe(model, version) as observation:
+        observation.bytes_in = size
+        result = await service.infer(model, version, call, observation)
+        line = encode_line(result, call)
+        observation.bytes_out = len(line)
+        return line
 
 
 def _record_failure(config: BatchConfig, message_id: str, message: str) -> None:

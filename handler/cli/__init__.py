@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 
 from handler import __version__
 from handler.cli.errors import CliError
+from handler.protocol.settings import LOG_LEVELS, SettingsError
 
 REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
 
@@ -33,6 +33,28 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def port_or_zero(text: str) -> int:
+    """An argparse type: a port number, or 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of at least 0, not {text}")
     return value
 
 
@@ -113,46 +135,40 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "6291456, 6 MiB)",
     )
     add_connection_limits(serve)
+    # Options left out keep None: ``oip serve`` takes the environment's value then (handler/protocol/settings.py).
     serve.add_argument(
         "--grpc-port",
-        type=int,
-        default=int(os.environ.get("OIP_GRPC_PORT", "0")),
+        type=port_or_zero,
         help="also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc] "
-        "(env OIP_GRPC_PORT; default: %(default)s)",
+        "(env OIP_GRPC_PORT; default: 0)",
     )
-    serve.add_argument(
-        "--log-level", default=os.environ.get("OIP_LOG_LEVEL", "info"), help="env OIP_LOG_LEVEL (default: %(default)s)"
-    )
+    serve.add_argument("--log-level", choices=LOG_LEVELS, help="env OIP_LOG_LEVEL (default: info)")
     serve.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,
-        default=os.environ.get("OIP_ACCESS_LOG", "0").lower() in ("1", "true", "yes"),
-        help="log a line per request (env OIP_ACCESS_LOG; default: %(default)s; off unless asked, as in Triton: the "
+        help="log a line per request (env OIP_ACCESS_LOG; default: False; off unless asked, as in Triton: the "
         "line costs 10-30 %% of perf_analyzer's throughput)",
     )
     serve.add_argument(
         "--workers",
         type=positive_int,
-        default=_default_workers(),
         help="worker processes sharing the ports, each with its own model sessions and statistics; use 1 for "
-        "models too large to load twice (env OIP_WORKERS; default: the cores this process may use, %(default)s)",
+        f"models too large to load twice (env OIP_WORKERS; default: the cores this process may use, {_cores()})",
     )
     serve.add_argument(
         "--drain-timeout",
-        type=float,
-        default=float(os.environ.get("OIP_DRAIN_TIMEOUT", "30")),
-        help="on SIGTERM, seconds that requests in flight may take to finish (env OIP_DRAIN_TIMEOUT; "
-        "default: %(default)s)",
+        type=non_negative_float,
+        help="on SIGTERM, seconds that requests in flight may take to finish (env OIP_DRAIN_TIMEOUT; default: 30)",
     )
     serve.set_defaults(run=_lazy("serve"))
     return serve
 
 
-def _default_workers() -> int | str:
-    """``OIP_WORKERS`` as given (argparse checks it like a typed value), else the cores this process may use."""
+def _cores() -> int:
+    """The cores this process may use (``--workers``' default)."""
     from handler.cli.cores import available_cores
 
-    return os.environ.get("OIP_WORKERS") or available_cores()
+    return available_cores()
 
 
 def add_invoke(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -179,7 +195,6 @@ def add_batch(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     batch.add_argument("input", help="a .jsonl file (one V2 inference request per line) or a .npy array")
     batch.add_argument(
         "--model",
-        default=os.environ.get("OIP_BATCH_MODEL") or None,
         help="model name; a .jsonl line may name its own with 'model_name' (env OIP_BATCH_MODEL)",
     )
     batch.add_argument("--model-version", help="model version (default: the model's default version)")
@@ -238,6 +253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"oip {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
+    except SettingsError as exc:  # a variable's value it does not accept: the environment's usage error
+        print(f"oip {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"oip {args.command}: interrupted", file=sys.stderr)
         return 130

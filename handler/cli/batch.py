@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from handler.cli.batch_files import BatchFiles, Resume
     from handler.protocol.dataplane import DataPlane
+    from handler.protocol.settings import Settings
 
 
 class Interrupt:
@@ -62,10 +63,13 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     from handler.batch.lines import bounded_lines, read_chunks
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
+    from handler.inference.service import InferenceService
     from handler.protocol.loop import run
-    from handler.protocol.settings import Settings
+    from handler.protocol.settings import BatchSettings, Settings
 
-    max_bytes = Settings.from_env().max_body_bytes
+    settings = Settings.from_env(model_repository=args.model_repository)
+    args.model = args.model or BatchSettings.from_env().default_model  # --model, else OIP_BATCH_MODEL
+    max_bytes = settings.max_body_bytes
     job = BatchJob(
         args.model,
         args.model_version,
@@ -74,13 +78,14 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
         cast=args.cast,
         max_bytes=max_bytes,
     )
-    dataplane = _dataplane(args.model_repository)
+    dataplane = _dataplane(settings)
+    service = InferenceService(dataplane, settings)
     try:
         if args.model:
             run(dataplane.model_metadata(args.model, args.model_version))
         if files.is_npy:
             with files.source.open("rb") as reader:
-                total = run(plan_npy(dataplane, job, reader)).shape[0]
+                total = run(plan_npy(service, job, reader)).shape[0]
         else:
             total = count_lines(files.source)
     except V2Error as exc:
@@ -102,7 +107,7 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
             stream = islice(bounded_lines(read_chunks(reader.read), max_bytes), summary.rows_in if summary else 0, None)
         failure = None
         try:
-            summary = run(predict(dataplane, job, stream, writer.write, bar.update, interrupt, summary))
+            summary = run(predict(service, job, stream, writer.write, bar.update, interrupt, summary))
         except V2Error as exc:  # a whole-run failure mid-way (a truncated .npy): what was done is recorded
             failure = exc.message
         finally:
@@ -138,13 +143,12 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     return 0
 
 
-def _dataplane(model_repository: str | None) -> DataPlane:
+def _dataplane(settings: Settings) -> DataPlane:
     from adapters.errors import V2Error
     from handler.protocol.container import build_dataplane
-    from handler.protocol.settings import Settings
 
     try:
-        return build_dataplane(Settings.from_env(model_repository=model_repository))
+        return build_dataplane(settings)
     except (OSError, V2Error, ValueError) as exc:
         raise CliError(f"model repository: {exc}") from None
 

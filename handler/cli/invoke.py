@@ -51,9 +51,10 @@ def stdout_to_stderr() -> Iterator[int]:
 def invoke(args: argparse.Namespace) -> int:
     """Print the handler's response to the event file, alone on stdout."""
     event = read_event(args.event)
-    if args.model_repository:
-        os.environ["MODEL_REPOSITORY"] = args.model_repository
     from handler.cli.lambda_context import LocalLambdaContext
+    from handler.protocol import container
+
+    container.configure(model_repository=args.model_repository)
 
     with stdout_to_stderr():
         from handler.http import lambda_handler

@@ -4,7 +4,6 @@ function's on-failure queue (template output ``BatchFailedFilesQueueUrl``)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from handler.cli.errors import CliError
@@ -12,12 +11,13 @@ from handler.cli.errors import CliError
 
 def redrive(args: argparse.Namespace) -> int:
     """Re-drive the queue's records; 1 when any record failed again (it stays on the queue)."""
-    if args.model_repository:
-        os.environ["MODEL_REPOSITORY"] = args.model_repository
     from botocore.exceptions import BotoCoreError, ClientError
 
     from handler.batch.config import BatchConfig
     from handler.batch.redrive import redrive_queue
+    from handler.protocol import container
+
+    container.configure(model_repository=args.model_repository)
 
     try:
         report = redrive_queue(args.queue_url, BatchConfig.from_env(), args.max_records)

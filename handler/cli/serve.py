@@ -1,8 +1,9 @@
 """``oip serve``: the V2 app under uvicorn, with the V2 gRPC service beside it when a gRPC port is given.
 
-With more than one worker, uvicorn's supervisor forks its workers from a process that has already imported the
-app's modules (as gunicorn's ``--preload``) instead of spawning fresh interpreters that import them again each:
-see ``preload_and_fork``. The port listens from the start, before those imports (``listen``).
+With more than one worker, a supervisor of ours (handler/cli/workers.py) forks them from a process that has
+already imported the app's modules (as gunicorn's preloaded workers) instead of spawning fresh interpreters that
+import them again each (uvicorn's ``--workers``): see ``import_without_collection``. The port listens from the
+start, before those imports (``listen``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import inspect
 import logging
 import math
-import multiprocessing
 import os
-import signal
 import socket
 import tempfile
 from collections.abc import Callable
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
 
 #: uvicorn's exit code for a server that did not start (``uvicorn.main.STARTUP_FAILURE``).
 STARTUP_FAILURE = 3
-#: ``oip serve``'s connection options (handler/cli/__init__.py) and the environment variables they set.
+#: ``oip serve``'s connection options (handler/cli/__init__.py), ``Settings`` fields, and their variables.
 CONNECTION_OPTIONS = {
     "header_timeout": "OIP_HEADER_TIMEOUT",
     "body_timeout": "OIP_BODY_TIMEOUT",
@@ -59,31 +57,33 @@ def _grpc_server_builder() -> Callable[..., Any]:
 
 def serve(args: argparse.Namespace) -> int:
     """Run ``oip serve`` until interrupted; 0 on a clean stop (SIGTERM drains requests in flight first)."""
-    from handler.protocol.platform import Platform
+    from dataclasses import replace
 
-    # With no arguments, the platform's environment decides (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*).
-    platform = Platform.from_env()
-    args.host, args.port = platform.address(args.host, args.port)
-    args.model_repository = args.model_repository or platform.model_repository
-    if args.grpc_port:
+    from handler.cli.cores import available_cores
+    from handler.protocol.settings import Settings, export_to_workers
+
+    # Options over the environment's variables; with neither, the platform's environment decides where to listen and
+    # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
+    settings = Settings.from_env(
+        model_repository=args.model_repository,
+        max_body_bytes=args.max_body_bytes,
+        grpc_port=args.grpc_port,
+        workers=args.workers,
+        drain_timeout=args.drain_timeout,
+        log_level=args.log_level,
+        access_log=args.access_log,
+        **{option: getattr(args, option, None) for option in CONNECTION_OPTIONS},
+    )
+    args.host, args.port = settings.platform.address(args.host, args.port)
+    args.workers = settings.workers or available_cores()
+    if settings.grpc_port:
         _grpc_server_builder()
-    from handler.protocol.settings import GRPC_ADDRESS_ENV, STATS_DIR_ENV, Settings
-
-    # Every worker builds its app from the environment (handler.server:app_from_env), so options travel there.
-    overrides = {
-        "MODEL_REPOSITORY": args.model_repository,
-        "OIP_MAX_BODY_BYTES": args.max_body_bytes,
-        "OIP_DRAIN_TIMEOUT": args.drain_timeout,
-        GRPC_ADDRESS_ENV: f"{args.host}:{args.grpc_port}" if args.grpc_port else None,
-        **{env: getattr(args, option, None) for option, env in CONNECTION_OPTIONS.items()},
-    }
-    os.environ.update({name: str(value) for name, value in overrides.items() if value is not None})
-    if not args.grpc_port:
-        os.environ.pop(GRPC_ADDRESS_ENV, None)
-    settings = Settings.from_env()
+    grpc_address = f"{args.host}:{settings.grpc_port}" if settings.grpc_port else None
     # The workers' statistics counters live in files here, so a statistics request sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
-        os.environ[STATS_DIR_ENV] = stats_dir
+        # Every worker builds its app from these settings (handler.server:app_from_env), inherited in its environment.
+        settings = replace(settings, grpc_address=grpc_address, stats_dir=stats_dir, workers=args.workers)
+        export_to_workers(settings)
         import uvicorn
 
         config = uvicorn.Config(
@@ -93,15 +93,15 @@ def serve(args: argparse.Namespace) -> int:
             port=args.port,
             workers=args.workers,
             ws="none",  # no WebSocket endpoint in the V2 protocols: the websockets library stays unimported (15-20 ms)
-            log_level=args.log_level,
-            access_log=args.access_log,
-            timeout_graceful_shutdown=math.ceil(args.drain_timeout),
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            timeout_graceful_shutdown=math.ceil(settings.drain_timeout),
             http=http_protocol(),
             limit_concurrency=settings.max_connections,
             timeout_keep_alive=settings.keep_alive_timeout,
         )
         sock = listen(config)
-        import_without_collection(args.workers)
+        import_without_collection(args.workers, config.http)
         return run(config, sock)
 
 
@@ -130,25 +130,23 @@ def listen(config: Config) -> socket.socket:
 
 
 def run(config: Config, sock: socket.socket) -> int:
-    """What ``uvicorn.run`` does with a bound socket: its supervisor forks ``config.workers`` workers sharing it,
-    or, with one worker, the server runs here; 3 (uvicorn's ``STARTUP_FAILURE``) when that server did not start."""
+    """Serve on the bound socket: ``config.workers`` forked workers under handler/cli/workers.py's supervisor, or,
+    with one worker, uvicorn's server here; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not start."""
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
 
-    server = uvicorn.Server(config)
     if config.workers > 1:
-        # uvicorn 0.30 (the lowest pyproject allows) takes the target, Server.run; the locked 0.54 makes its own.
-        target = {"target": server.run} if "target" in inspect.signature(Multiprocess).parameters else {}
-        Multiprocess(config, sockets=[sock], **target).run()
-        return 0
+        from handler.cli.workers import Workers
+
+        return Workers(config, [sock], config.workers).run()
+    server = uvicorn.Server(config)
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
     return 0 if server.started else STARTUP_FAILURE
 
 
-def import_without_collection(workers: int) -> None:
-    """Import what a worker needs before its first answer, here (``preload_and_fork`` with several workers),
-    without cyclic garbage collection; then freeze what was made and let collection resume.
+def import_without_collection(workers: int, http: type[asyncio.Protocol] | str = "auto") -> None:
+    """Import what a worker needs before its first answer, here (before the fork with several workers), without
+    cyclic garbage collection; then freeze what was made and let collection resume.
 
     The imports make some 100,000 objects that live as long as the process and little garbage, yet cost about 150
     collections, one of them full (45-80 ms of a start on this project's 2-core machine). Python's ``gc``
@@ -156,67 +154,36 @@ def import_without_collection(workers: int) -> None:
     objects frozen right before the fork (a child's collections then never scan, nor copy on write, the pages of
     the parent's objects), collection on in the children. With one worker there is no fork: freezing keeps the
     serving process's full collections from scanning every module's objects.
+
+    A forked worker starts with numpy, FastAPI and our modules imported, where a spawned one (a fresh interpreter)
+    imports them again (about 1 s on a busy 2-core machine) before it opens its sessions. The supervisor stays
+    single-threaded (numpy's OpenBLAS is loaded with one thread unless ``OPENBLAS_NUM_THREADS`` says otherwise;
+    nothing here reads it on the serving path), opens no session and keeps no event loop: each worker builds its
+    app, sessions and gRPC server after it starts.
     """
     collecting = gc.isenabled()
     gc.disable()
     try:
         if workers > 1:
-            preload_and_fork()
+            _preload(http)
         else:
             from handler.server import preload
 
-            preload()
+            preload(http)
         gc.freeze()
     finally:
         if collecting:
             gc.enable()
 
 
-def preload_and_fork() -> bool:
-    """Import the app's modules here and make uvicorn's supervisor fork its workers from this process; True if so.
-
-    A spawned worker is a fresh interpreter that imports numpy, FastAPI and our modules again (about 1 s on a
-    busy 2-core machine) before it opens its sessions; a forked one starts with them imported. The supervisor
-    stays single-threaded (numpy's OpenBLAS is loaded with one thread unless ``OPENBLAS_NUM_THREADS`` says
-    otherwise; nothing here reads it on the serving path), opens no session and starts no event loop: each worker
-    builds its app, sessions and gRPC server after it starts. uvicorn has no option for this: its
-    workers come from the multiprocessing context ``uvicorn._subprocess.spawn``, replaced here by a fork context;
-    if a uvicorn release moves it, the workers are spawned (importing everything anew) and a warning says so
-    (tests/component/test_serve_workers.py fails then).
-    """
-    from uvicorn import _subprocess
-
-    context = getattr(_subprocess, "spawn", None)
-    if (
-        not isinstance(context, multiprocessing.context.BaseContext)
-        or "spawn" not in _subprocess.get_subprocess.__code__.co_names
-    ):
-        logger.warning(
-            "uvicorn.%s no longer starts workers from 'spawn': they import the app anew", _subprocess.__name__
-        )
-        return False
-    _preload()
-    os.register_at_fork(after_in_child=_fresh_signal_handlers)
-    _subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
-    return True
-
-
-def _preload() -> None:
+def _preload(http: type[asyncio.Protocol] | str = "auto") -> None:
     """``handler.server.preload`` with OpenBLAS held to one thread unless ``OPENBLAS_NUM_THREADS`` is set."""
     given = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = given or "1"
     try:
         from handler.server import preload
 
-        preload()
+        preload(http)
     finally:
         if given is None:  # the workers' environment stays as it was given
             del os.environ["OPENBLAS_NUM_THREADS"]
-
-
-def _fresh_signal_handlers() -> None:
-    """In a forked worker, the signal handlers a fresh interpreter has, not the supervisor's."""
-    for signum in signal.valid_signals():
-        handler = signal.getsignal(signum)
-        if callable(handler) and handler is not signal.default_int_handler:
-            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)

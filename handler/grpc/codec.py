@@ -88,14 +88,31 @@ def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCoun
     return InferCall(tuple(tensors), outputs, request.id or None, parameters)
 
 
+def set_parameter(parameter: Any, value: Any) -> None:
+    """A Python value (bool, int, float or str) into an ``InferParameter``."""
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        parameter.int64_param = value
+    elif isinstance(value, float):
+        parameter.double_param = value
+    else:
+        parameter.string_param = str(value)
+
+
 def encode_infer_response(result: InferResult, service_pb2: Any) -> Any:
-    """InferResult -> ``ModelInferResponse`` with ``raw_output_contents``, as Triton answers."""
+    """InferResult -> ``ModelInferResponse`` with ``raw_output_contents``, as Triton answers; the parameters of
+    the response and of each output (content types) as ``InferParameter`` values."""
     response = service_pb2.ModelInferResponse(
         model_name=result.model_name, model_version=result.model_version, id=result.id or ""
     )
+    for key, value in result.parameters.items():
+        set_parameter(response.parameters[key], value)
     for tensor in result.outputs:
         output = response.outputs.add()
         output.name, output.datatype = tensor.name, tensor.datatype
         output.shape.extend(tensor.shape)
+        for key, value in tensor.parameters.items():
+            set_parameter(output.parameters[key], value)
         response.raw_output_contents.append(encode_binary_data(tensor.datatype, tensor.data))
     return response

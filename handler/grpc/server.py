@@ -1,4 +1,5 @@
-"""The V2 gRPC service (``GRPCInferenceService``) over the same DataPlane as the REST app.
+"""The V2 gRPC service (``GRPCInferenceService``) over the same DataPlane as the REST app; inference goes through
+the same ``InferenceService`` (``handler/inference/service.py``), so it is counted and observed as REST's is.
 
 It uses the generated modules that ship with tritonclient (``tritonclient.grpc.service_pb2`` and
 ``service_pb2_grpc``: the ``inference`` package of the V2 proto, of which Triton's is a superset), so
@@ -16,8 +17,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from adapters.errors import V2Error
-from handler.codecs.content_types.bridge import decode_content_types, encode_content_types, tensor_counts
 from handler.grpc.codec import decode_infer_request, encode_infer_response
+from handler.inference.service import InferenceService
+from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.protocol.stateful import not_honoured
@@ -44,8 +46,9 @@ def server_options(settings: Settings, max_send: int) -> list[tuple[str, int]]:
     ]
 
 
-def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
-    """A ``grpc.aio`` server bound to ``address`` (host:port) serving the V2 gRPC API; call ``start()``."""
+def build_server(dataplane: DataPlane, settings: Settings, address: str, telemetry: Telemetry | None = None) -> Any:
+    """A ``grpc.aio`` server bound to ``address`` (host:port) serving the V2 gRPC API; call ``start()``.
+    ``telemetry`` observes every inference request, as it does the REST app's."""
     import grpc
     from google.protobuf import json_format
     from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, model_config_pb2, service_pb2, service_pb2_grpc
@@ -54,7 +57,8 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
 
     async def guard(context: Any, work: Any) -> Any:
         """``work``'s result; None once a V2Error has set the call's status (the caller then returns None, which
-        grpc discards). Not ``context.abort``: its AbortError is kept by the call's state and its traceback holds
+        grpc discards). Any other exception propagates to the method table's handler (``service.py``): INTERNAL
+        with an error id. Not ``context.abort``: its AbortError is kept by the call's state and its traceback holds
         the handler's frames, the request among them, in a reference cycle until a collection."""
         try:
             return await work
@@ -63,13 +67,21 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str) -> Any:
             context.set_details(exc.message)
         return None
 
+    inference = InferenceService(dataplane, settings, telemetry)
+
     async def infer(request: Any) -> Any:
+        """A ``ModelInferRequest`` answered through the inference service, as a REST request is."""
         name, version = request.model_name, request.model_version or None
-        counts = await tensor_counts(dataplane, name, version, settings.max_request_tensors)
-        call = decode_infer_request(request, settings.max_tensor_bytes, counts)
-        call, plan = await decode_content_types(dataplane, name, version, call)
-        result = encode_content_types(await dataplane.infer(name, version, call), plan)
-        return encode_infer_response(result, service_pb2)
+        with inference.observe(name, version) as observation:
+            observation.bytes_in = request.ByteSize()
+            with inference.span("decode"):
+                counts = inference.known_counts(name, version) or await inference.counts(name, version)
+                call = decode_infer_request(request, inference.max_tensor_bytes, counts)
+            result = await inference.infer(name, version, call, observation)
+            with inference.span("encode"):
+                response = encode_infer_response(result, service_pb2)
+            observation.bytes_out = response.ByteSize()
+            return response
 
     async def stream_answer(request: Any) -> Any:
         if is_malformed(request):

@@ -9,19 +9,19 @@ compares them over cold and warm invocations, event logging and sampling).
 
 Why not the decorator: on a small request it was 37k of 621k instructions an invocation (callgrind), about 5 %
 of the time, most of it finding the formatter again on every call and building a context model to read four
-attributes from. The cold start flag is Powertools' own, so a batch invocation of the same function
-(``handler.batch``, whose handler keeps the decorator) and this one never both claim the cold start.
+attributes from. The first invocation of an ``InvocationKeys`` goes through the decorator itself, which claims
+Powertools' cold start (``False`` under provisioned concurrency, or when a batch invocation of the same function,
+``handler.batch``, whose handler keeps the decorator, already claimed it), so the two never both claim it; every
+later one is warm.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import logger as powertools_logger
-from aws_lambda_powertools.shared import constants
-from aws_lambda_powertools.shared.functions import extract_event_from_common_models, resolve_truthy_env_var_choice
+from aws_lambda_powertools.shared.functions import extract_event_from_common_models
 
 
 def _unwrapped(context: Any) -> Any:
@@ -31,31 +31,38 @@ def _unwrapped(context: Any) -> Any:
     return context.lambda_context if powertools_logger.is_durable_context(context) else context
 
 
+def _keys_only(event: Any, context: Any) -> None:
+    """The handler Powertools' decorator wraps on a first invocation: the keys are all it is for."""
+
+
 class InvocationKeys:
     """Set a Powertools Logger's keys for one invocation: call it first thing in the handler."""
 
-    def __init__(self, logger: Logger) -> None:
+    def __init__(self, logger: Logger, log_event: bool = False) -> None:
         self._logger = logger
-        # The decorator reads its log_event setting once, when it decorates; so does this, when it is made.
-        self._log_event = resolve_truthy_env_var_choice(env=os.getenv(constants.LOGGER_LOG_EVENT_ENV, "false"))
-        self._maybe_cold = True
+        #: Whether to log each event (``POWERTOOLS_LOGGER_LOG_EVENT``, read by handler/protocol/settings.py).
+        self._log_event = log_event
+        # The first invocation: Powertools' decorator sets the context keys and cold_start, and samples anew when
+        # warm; the event is logged here, after the correlation id is set.
+        self._first: Any = logger.inject_lambda_context(_keys_only, log_event=False)
 
     def __call__(self, event: Any, context: Any, correlation_id: str | None) -> None:
         logger = self._logger
-        cold_start = False
-        if self._maybe_cold:  # Powertools' own flag (provisioned concurrency included), asked until it was asked
-            self._maybe_cold = False
-            cold_start = powertools_logger._is_cold_start()
-        context = _unwrapped(context)
-        logger.registered_formatter.append_keys(
-            cold_start=cold_start,
-            function_name=context.function_name,
-            function_memory_size=context.memory_limit_in_mb,
-            function_arn=context.invoked_function_arn,
-            function_request_id=context.aws_request_id,
-            correlation_id=correlation_id,
-        )
+        if self._first is not None:
+            first, self._first = self._first, None
+            first(event, context)
+            logger.append_keys(correlation_id=correlation_id)
+        else:
+            context = _unwrapped(context)
+            logger.registered_formatter.append_keys(
+                cold_start=False,
+                function_name=context.function_name,
+                function_memory_size=context.memory_limit_in_mb,
+                function_arn=context.invoked_function_arn,
+                function_request_id=context.aws_request_id,
+                correlation_id=correlation_id,
+            )
+            if logger.sampling_rate:
+                logger.refresh_sample_rate_calculation()
         if self._log_event:
             logger.info(extract_event_from_common_models(event))
-        if logger.sampling_rate and not cold_start:
-            logger.refresh_sample_rate_calculation()

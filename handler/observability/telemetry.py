@@ -1,6 +1,7 @@
 """Per-request observations: metrics, trace spans and sampled payload logging.
 
-``Telemetry`` does nothing (``oip serve``); ``PowertoolsTelemetry`` emits CloudWatch EMF metrics per
+The inference service (``handler/inference/service.py``) observes every inference request, whichever transport it
+came by. ``Telemetry`` does nothing (``oip serve``); ``PowertoolsTelemetry`` emits CloudWatch EMF metrics per
 model and version and X-Ray subsegments through aws-lambda-powertools (Lambda). Payloads never reach a
 log unless the request-log sampler picks them.
 """
@@ -16,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from adapters.errors import V2Error
+from handler.protocol.status import status_of
+
 if TYPE_CHECKING:  # the sampler's module is imported only when request logging is on (handler/http.py)
     from handler.observability.request_log import RequestLogSampler
 
@@ -25,7 +29,8 @@ _NO_SPAN: AbstractContextManager[Any] = nullcontext()
 
 @dataclass(slots=True)
 class InferObservation:
-    """What one infer call did; filled in by the route as it goes."""
+    """What one infer call did: the transport fills in its sizes and bodies as it goes, the service the version;
+    the status is the outcome's (``Telemetry.finish``)."""
 
     model: str
     version: str | None
@@ -59,12 +64,22 @@ class Telemetry:
                                observation.response_body)  # fmt: skip
 
     def observe(self, model: str, version: str | None) -> AbstractContextManager[InferObservation]:
-        """Observe one infer request; the caller sets ``status`` on success."""
+        """Observe one infer request: recorded when the block ends, with the status its outcome gives."""
         return _Observing(self, InferObservation(model, version))
+
+    def finish(self, observation: InferObservation, error: BaseException | None) -> None:
+        """Record an observation with its outcome's status: 200, a V2Error's own, 500 for anything else."""
+        if error is None:
+            observation.status = 200
+        elif isinstance(error, V2Error):
+            observation.status = status_of(error)
+        else:
+            observation.status = 500
+        self.record(observation)
 
 
 class _Observing:
-    """``Telemetry.observe``'s context: records the observation however the block ends (a class, not a
+    """``Telemetry.observe``'s context: finishes the observation however the block ends (a class, not a
     generator-based context manager: this runs on every request)."""
 
     __slots__ = ("observation", "telemetry")
@@ -75,8 +90,12 @@ class _Observing:
     def __enter__(self) -> InferObservation:
         return self.observation
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.telemetry.record(self.observation)
+    def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
+        if error is None:  # what ``finish`` does, without its call: this runs on every request
+            self.observation.status = 200
+            self.telemetry.record(self.observation)
+        else:
+            self.telemetry.finish(self.observation, error)
 
 
 class PowertoolsTelemetry(Telemetry):

@@ -6,25 +6,33 @@ events at once loads its models once.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.settings import Settings
-from handler.protocol.versions import parse_default_versions
+from handler.protocol.settings import Settings, parse_default_versions
+from handler.protocol.statistics import Statistics
 
-if TYPE_CHECKING:
-    from adapters.triton.settings import TritonSettings
+#: Explicit settings over the environment's for this process (``configure``).
+_overrides: dict[str, Any] = {}
+
+
+def configure(**overrides: Any) -> None:
+    """Settings over the environment's for this process's data plane (``oip invoke --model-repository``; None:
+    the environment's), given before ``settings()`` is first read; RuntimeError for a different value after."""
+    given = {name: value for name, value in overrides.items() if value is not None}
+    if settings.cache_info().currsize and any(getattr(settings(), k) != v for k, v in given.items()):
+        raise RuntimeError("this process's settings were read already")
+    _overrides.update(given)
 
 
 @cache
 def settings() -> Settings:
-    """Settings from the environment, read once."""
-    return Settings.from_env()
+    """This process's settings, read once: a process answering one event at a time (``Settings.for_lambda``)."""
+    return Settings.for_lambda(**_overrides)
 
 
 @cache
@@ -44,16 +52,24 @@ def build_dataplane(settings: Settings) -> DataPlane:
 
     root = settings.model_repository
     if root.startswith("s3://"):
+        from adapters.repository.object_uri import local_copy
         from adapters.repository.s3 import download_repository
 
-        path = download_repository(root)
+        path = download_repository(root, local_copy(root, settings.cache_dir))
     elif root.startswith("gs://"):
         from adapters.repository.gcs import download_gcs_repository
+        from adapters.repository.object_uri import local_copy
 
-        path = download_gcs_repository(root)
+        path = download_gcs_repository(root, local_copy(root, settings.cache_dir))
     else:
         path = Path(root)
-    session_settings = SessionSettings.from_env()
+    session_settings = SessionSettings(
+        settings.ort_intra_op_threads,
+        settings.ort_inter_op_threads,
+        settings.inline_run_ms,
+        settings.dynamic_batching,
+        settings.ort_allow_spinning,
+    )
     repository = ModelRepository(
         path,
         lambda name, ver, file, config: OnnxBackend(name, ver, file, config, session_settings),
@@ -61,14 +77,5 @@ def build_dataplane(settings: Settings) -> DataPlane:
     )
     if settings.eager_load:
         repository.load_defaults()
-    return DataPlane(ModelRouter(repository, _triton_settings()), settings.server_name)
-
-
-def _triton_settings() -> TritonSettings | None:
-    """Triton's settings when ``OIP_TRITON_URL`` is set; None otherwise (nothing can be forwarded without a URL,
-    and a deployment with no remote model does not import the Triton adapter at all)."""
-    if not os.environ.get("OIP_TRITON_URL"):
-        return None
-    from adapters.triton.settings import TritonSettings
-
-    return TritonSettings.from_env()
+    router = ModelRouter(repository, settings.triton)
+    return DataPlane(router, settings.server_name, Statistics(settings.stats_dir))

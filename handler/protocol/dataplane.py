@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
+from adapters.base import ModelBackend
 from adapters.errors import ModelNotReady, V2Error
 from adapters.repository.labels import output_labels
 from adapters.repository.model_config import config_to_dict
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
-from adapters.types import InferCall, InferResult, ModelIndexEntry, ModelMetadata
+from adapters.types import Execution, InferCall, InferResult, ModelIndexEntry, ModelMetadata
 from handler import __version__
 from handler.protocol.classification import class_count, classify
+from handler.protocol.limits import TensorCounts
+from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
 from handler.protocol.model_config import auto_config
 from handler.protocol.statistics import Statistics
-from handler.protocol.versions import VersionUsage
+from handler.protocol.versions import Deployment, VersionCatalog, VersionUsage
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded
@@ -30,19 +35,39 @@ _BOTH: tuple[str, ...] = ("binary_tensor_data", "parameters", "model_configurati
 #: service (the ``inference`` proto) has no RPC for a versions resource, so ``model_versions`` is REST's alone.
 EXTENSIONS: dict[Transport, tuple[str, ...]] = {"rest": (*_BOTH, "model_versions"), "grpc": _BOTH}
 
+#: The request parameter (and config.pbtxt parameter) naming a request-level content type, which may map several
+#: of a request's inputs onto one of the model's (``TensorCounts.mapped_inputs``); the codecs name it too.
+REQUEST_CONTENT_TYPE: Final = "content_type"
+
+#: Tensor counts kept per backend object (kept with it, so that its id is not reused): a model version's backend
+#: lives as long as its metadata and configuration do.
+MAX_KEPT_COUNTS: Final = 256
+
+
+@functools.cache
+def _capped(cap: int) -> TensorCounts:
+    return TensorCounts.cap(cap)
+
 
 class DataPlane:
-    """Health, metadata and inference over local and remote models."""
+    """Health, metadata and inference over local and remote models: what every transport reaches the models
+    through (the router behind it is its own)."""
 
-    def __init__(self, router: ModelRouter | ModelRepository, server_name: str = "oip-serverless") -> None:
+    def __init__(
+        self,
+        router: ModelRouter | ModelRepository,
+        server_name: str = "oip-serverless",
+        statistics: Statistics | None = None,
+    ) -> None:
         self.router = router if isinstance(router, ModelRouter) else ModelRouter(router)
         self.repository = self.router.repository
         self.server_name = server_name
         self.server_version = __version__
-        #: Triton's statistics extension, counted in this process.
-        self.statistics = Statistics()
+        #: Triton's statistics extension, counted in this process unless shared (``Statistics(directory)``).
+        self.statistics = statistics if statistics is not None else Statistics()
         #: lastUseTime of each model version (the ``model_versions`` extension).
         self.usage = VersionUsage()
+        self._counts: dict[int, tuple[ModelBackend, TensorCounts]] = {}
 
     def live(self) -> bool:
         """The process is up and answering."""
@@ -61,9 +86,24 @@ class DataPlane:
         """Every model this server answers for by name."""
         return self.router.names()
 
+    def serves_locally(self, name: str) -> bool:
+        """Whether a model of this repository answers for ``name`` (else Triton does)."""
+        return self.router.route(name) is None
+
+    def check_model(self, name: str, version: str | None = None) -> None:
+        """ModelNotFound for an unknown model or version (ModelNotReady for a broken one), before any work."""
+        self.router.backend(name, version)
+
     async def model_metadata(self, name: str, version: str | None = None) -> ModelMetadata:
         """Metadata of one model version, listing every version that may be requested."""
         return await self.router.metadata(name, version)
+
+    def model_parameters(self, name: str, version: str | None = None) -> Mapping[str, str]:
+        """config.pbtxt's ``parameters`` of a local model version, as strings; empty for a model served by Triton
+        (ModelNotFound for an unknown local version)."""
+        if self.router.route(name) is not None:
+            return {}
+        return self.router.local_parameters(name, version)
 
     async def model_ready(self, name: str, version: str | None = None) -> bool:
         """Whether a model version can serve; ModelNotFound for unknown names/versions."""
@@ -74,6 +114,43 @@ class DataPlane:
         backend.load()
         return await backend.ready()
 
+    def version_catalog(self, repository_uri: str, deployment: Deployment | None = None) -> VersionCatalog:
+        """The ``model_versions`` extension's resources of the local models (``repository_uri``: where the
+        repository lives, for ``deploymentUri``; ``deployment``: how it scales and logs requests)."""
+        return VersionCatalog(self.router, self.usage, repository_uri, self.server_version, deployment)
+
+    def known_counts(self, name: str, version: str | None, cap: int) -> TensorCounts | None:
+        """``tensor_counts`` when it is known without waiting (every request after a model version's first);
+        None when it is not."""
+        if self.router.route(name) is not None:
+            return _capped(cap)
+        try:
+            backend = self.router.backend(name, version)
+        except V2Error:
+            return _capped(cap)
+        kept = self._counts.get(id(backend))
+        return kept[1] if kept is not None and kept[0] is backend and kept[1].mapped_inputs == cap else None
+
+    async def tensor_counts(self, name: str, version: str | None, cap: int) -> TensorCounts:
+        """The most inputs and outputs a request to a model may name before it is decoded: a local model's own
+        counts (``TensorCounts.of_model``), ``cap`` for inputs that a request-level content type (the request's,
+        or the model's default) may map onto fewer of the model's. ``cap`` alone for a model served by Triton, or
+        one that cannot answer now (the call reports why later, in the order it always has)."""
+        known = self.known_counts(name, version, cap)
+        if known is not None:
+            return known
+        try:
+            backend = self.router.backend(name, version)
+            metadata = await backend.metadata()
+            mapped = REQUEST_CONTENT_TYPE in self.router.local_parameters(name, version)
+        except V2Error:
+            return _capped(cap)
+        counts = TensorCounts.of_model(name, len(metadata.inputs), len(metadata.outputs), cap, mapped)
+        if len(self._counts) >= MAX_KEPT_COUNTS:
+            self._counts.clear()
+        self._counts[id(backend)] = (backend, counts)
+        return counts
+
     async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
         """Run one inference on the resolved backend, counted in the statistics, classified if asked."""
         backend = self.router.backend(name, version)
@@ -81,11 +158,67 @@ class DataPlane:
         try:
             result = await backend.infer(call)
         except V2Error:
-            self.statistics.failure(name, backend.version or version or "", time.perf_counter_ns() - started)
+            self._count(name, backend.version or version or "", started, (None,), failed=True)
             raise
-        self.statistics.success(name, result.model_version, time.perf_counter_ns() - started, result.execution)
-        self.usage.touch(name, result.model_version)
+        self._count(name, result.model_version, started, (result.execution,))
         return await self._classify(name, call, result) if call.outputs else result
+
+    async def infer_many(
+        self, name: str, version: str | None, calls: Sequence[InferCall]
+    ) -> list[InferResult | V2Error]:
+        """Several requests to one model version, each answered as ``infer`` answers it alone (its result, or the
+        V2Error it raised) and counted as a request of its own; those that merge (``protocol/merging.py``) run
+        as one execution and are split again. A merged execution that fails runs its requests one by one, so that
+        each error stays with the request that caused it."""
+        outcomes: list[InferResult | V2Error | None] = [None] * len(calls)
+        groups: dict[Any, list[int]] = {}
+        alone: list[int] = []
+        for index, call in enumerate(calls):
+            key = merge_key(call) if len(calls) > 1 else None
+            if key is None:
+                alone.append(index)
+            else:
+                groups.setdefault(key, []).append(index)
+        cap = 0
+        if any(len(group) > 1 for group in groups.values()):
+            try:
+                cap = row_cap(await self.model_metadata(name, version))
+            except V2Error as exc:
+                return [exc] * len(calls)
+        for group in groups.values():
+            start = 0
+            while start < len(group):
+                size = within_cap(group[start:], calls, cap) if cap else 1
+                part = group[start : start + size]
+                start += size
+                merged = await self._merged(name, version, [calls[i] for i in part]) if size > 1 else None
+                if merged is not None:
+                    for index, result in zip(part, merged, strict=True):
+                        outcomes[index] = result
+                else:
+                    alone += part
+        for index in sorted(alone):
+            try:
+                outcomes[index] = await self.infer(name, version, calls[index])
+            except V2Error as exc:
+                outcomes[index] = exc
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _merged(self, name: str, version: str | None, calls: list[InferCall]) -> list[InferResult] | None:
+        """``calls`` run as one execution and split again, each counted; None (nothing counted) when that fails."""
+        backend = self.router.backend(name, version)
+        started = time.perf_counter_ns()
+        try:
+            result = await backend.infer(merged_call(calls))
+        except V2Error:
+            return None
+        results = split_result(result, calls)
+        if results is None:
+            return None
+        self._count(name, result.model_version, started, [one.execution for one in results])
+        if calls[0].outputs:
+            results = [await self._classify(name, call, one) for call, one in zip(calls, results, strict=True)]
+        return results
 
     def passes_through(self, name: str) -> bool:
         """Whether ``name`` is a Triton model whose inference bodies may go to Triton as they are."""
@@ -98,11 +231,25 @@ class DataPlane:
             forwarded = await self.router.forward(name, version, body, headers)
         except V2Error:
             failed = self.router.backend(name, version).version or version or ""
-            self.statistics.failure(name, failed, time.perf_counter_ns() - started)
+            self._count(name, failed, started, (None,), failed=True)
             raise
-        self.statistics.success(name, forwarded.model_version, time.perf_counter_ns() - started, None)
-        self.usage.touch(name, forwarded.model_version)
+        self._count(name, forwarded.model_version, started, (None,))
         return forwarded
+
+    def _count(
+        self, name: str, version: str, started: int, executions: Sequence[Execution | None], failed: bool = False
+    ) -> None:
+        """Requests in the statistics, one per entry of ``executions`` (and, when they succeeded, the version's
+        last use), ``started`` being ``perf_counter_ns`` when they reached the backend."""
+        elapsed = time.perf_counter_ns() - started
+        statistics = self.statistics
+        if failed:
+            for _ in executions:
+                statistics.failure(name, version, elapsed)
+            return
+        for execution in executions:
+            statistics.success(name, version, elapsed, execution)
+        self.usage.touch(name, version)
 
     async def index(self, ready_only: bool = False) -> list[ModelIndexEntry]:
         """Triton's repository index, local and remote models (``ready``: only those that can serve)."""

@@ -9,27 +9,23 @@ threshold at 32 MB (glibc's maximum) and the trim threshold at 64 MB, freed bloc
 the next request reuses them: the decode fell to about 8 ms. The cost is resident memory: up to the trim
 threshold of freed memory stays in each arena.
 
-``OIP_MALLOC_KEEP_MB`` (default 64) sets the trim threshold in MiB (the mmap threshold is half of it, at most
-32 MiB); 0 leaves glibc's defaults. Elsewhere than glibc (musl, macOS) this does nothing.
+``OIP_MALLOC_KEEP_MB`` (``Settings.malloc_keep_mb``, default 64) sets the trim threshold in MiB (the mmap threshold
+is half of it, at most 32 MiB); 0 leaves glibc's defaults. Elsewhere than glibc (musl, macOS) this does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from typing import Final
 
-KEEP_ENV: Final = "OIP_MALLOC_KEEP_MB"
 _M_TRIM_THRESHOLD: Final = -1
 _M_MMAP_THRESHOLD: Final = -3
 _MMAP_THRESHOLD_MAX: Final = 32 << 20  # glibc's HEAP_MAX_SIZE / 2 on 64-bit
 
 
-def keep_freed_memory(keep_mb: int | None = None) -> bool:
-    """Set glibc's trim and mmap thresholds (``OIP_MALLOC_KEEP_MB`` when ``keep_mb`` is None); True if set."""
-    if keep_mb is None:
-        keep_mb = int(os.environ.get(KEEP_ENV, "64"))
+def keep_freed_memory(keep_mb: int = 64) -> bool:
+    """Set glibc's trim and mmap thresholds to keep ``keep_mb`` MiB of freed memory; True if set."""
     if keep_mb <= 0 or not sys.platform.startswith("linux"):
         return False
     try:

@@ -1,4 +1,5 @@
-"""Which platform ``oip serve`` runs on, from the environment alone, and which model a platform route targets.
+"""Which platform ``oip serve`` runs on, from the environment alone (read by handler/protocol/settings.py), and which
+model a platform route targets.
 
 - **SageMaker** (``SAGEMAKER_BIND_TO_PORT`` set, or ``OIP_PLATFORM=sagemaker``): listen on 0.0.0.0 at
   ``SAGEMAKER_BIND_TO_PORT`` (8080 by default); the repository is ``/opt/ml/model`` (where SageMaker unpacks
@@ -18,7 +19,6 @@ Triton's ``SAGEMAKER_TRITON_DEFAULT_MODEL_NAME``), else the repository's only mo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -34,66 +34,21 @@ PLATFORM_PORT: Final = 8080
 
 @dataclass(frozen=True)
 class Platform:
-    """Where and what ``oip serve`` serves, as the platform's environment says."""
+    """Where and what ``oip serve`` serves, as the platform's environment says (``Settings.platform``)."""
 
     name: str = SERVER
     host: str = "127.0.0.1"
     port: int = 8000
-    #: None: ``Settings`` decides (``MODEL_REPOSITORY`` or the demo repository).
+    #: None: ``Settings`` decides (``OIP_DEFAULT_REPOSITORY`` or the demo repository).
     model_repository: str | None = None
     health_route: str | None = None
     predict_route: str | None = None
     #: ``name`` or ``name:version``, from ``OIP_DEFAULT_MODEL`` (or Triton's SageMaker variable).
     default_model: str | None = None
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Platform:
-        """Detect the platform from its variables (``OIP_PLATFORM`` forces one)."""
-        env = os.environ if env is None else env
-        chosen = env.get("OIP_PLATFORM", "").strip().lower()
-        if not chosen:
-            if env.get("SAGEMAKER_BIND_TO_PORT"):
-                chosen = SAGEMAKER
-            elif any(env.get(key) for key in ("AIP_HTTP_PORT", "AIP_HEALTH_ROUTE", "AIP_PREDICT_ROUTE")):
-                chosen = VERTEX
-            else:
-                chosen = SERVER
-        default_model = env.get("OIP_DEFAULT_MODEL") or None
-        if chosen == SAGEMAKER:
-            return cls(
-                SAGEMAKER,
-                "0.0.0.0",
-                _port(env, "SAGEMAKER_BIND_TO_PORT", PLATFORM_PORT),
-                env.get("MODEL_REPOSITORY") or SAGEMAKER_MODEL_DIR,
-                default_model=default_model or env.get("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME") or None,
-            )
-        if chosen == VERTEX:
-            return cls(
-                VERTEX,
-                "0.0.0.0",
-                _port(env, "AIP_HTTP_PORT", PLATFORM_PORT),
-                env.get("MODEL_REPOSITORY") or env.get("AIP_STORAGE_URI") or None,
-                env.get("AIP_HEALTH_ROUTE") or None,
-                env.get("AIP_PREDICT_ROUTE") or None,
-                default_model,
-            )
-        if chosen != SERVER:
-            raise ValueError(f"OIP_PLATFORM '{chosen}' is not one of {SERVER}, {SAGEMAKER}, {VERTEX}")
-        return cls(SERVER, env.get("OIP_HOST") or "127.0.0.1", _port(env, "OIP_PORT", 8000), None, None, None,
-                   default_model)  # fmt: skip
-
     def address(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
         """Explicit ``--host``/``--port`` over the platform's."""
         return host or self.host, port if port is not None else self.port
-
-
-def _port(env: Mapping[str, str], key: str, default: int) -> int:
-    value = env.get(key, "").strip()
-    if not value:
-        return default
-    if not value.isdigit() or not 0 < int(value) < 65536:
-        raise ValueError(f"{key} '{value}' is not a port number")
-    return int(value)
 
 
 def split_model(text: str) -> tuple[str, str | None]:

@@ -2,8 +2,8 @@
 
 Counters are rows of 64-bit integers. In a single process (Lambda, ``oip serve --workers 1``, tests) they are
 private, a list of Python ints: on Lambda that means per execution environment, each concurrent instance counting
-its own requests from zero at every cold start. When ``OIP_STATS_DIR`` names a directory (``oip serve --workers
-N`` creates one), each worker keeps its rows in a memory-mapped file there and lists their keys beside it, and a
+its own requests from zero at every cold start. Given a directory (``OIP_STATS_DIR``: ``oip serve --workers N``
+creates one), each worker keeps its rows in a memory-mapped file there and lists their keys beside it, and a
 statistics request sums every worker's file, so perf_analyzer's before/after deltas hold whichever worker answers.
 Recording is a few integer additions under one lock: no measurable cost next to a request (bench/bench_core.py).
 """
@@ -19,7 +19,6 @@ from typing import Any, Final
 import numpy as np
 
 from adapters.types import Execution
-from handler.protocol.settings import STATS_DIR_ENV
 
 _DURATIONS: Final = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output")
 _PHASES: Final = ("compute_input", "compute_infer", "compute_output")
@@ -135,8 +134,7 @@ class Statistics:
     """The counters of every model version this server has served."""
 
     def __init__(self, directory: str | Path | None = None) -> None:
-        shared = directory if directory is not None else os.environ.get(STATS_DIR_ENV)
-        self._table = _Table(Path(shared) if shared else None)
+        self._table = _Table(Path(directory) if directory else None)
         self._lock = threading.Lock()
 
     def success(self, name: str, version: str, total_ns: int, execution: Execution | None) -> None:

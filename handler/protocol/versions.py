@@ -18,15 +18,13 @@ never caused: reading a resource does not load the version.
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import re
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 from adapters.errors import InvalidInput, ModelNotReady, Unsupported
@@ -34,11 +32,12 @@ from adapters.repository.model_config import string_parameter
 from adapters.repository.repository import ModelEntry, ModelRepository, model_file
 from adapters.router import ModelRouter
 
+if TYPE_CHECKING:
+    from handler.protocol.settings import Settings
+
 EXTENSION: Final = "model_versions"
 DESCRIPTION_PARAMETER: Final = "description"
 LABELS_PARAMETER: Final = "labels"
-#: ``iris=2,tiny_image=1``: default versions chosen by the deployment, over config.pbtxt's ``default_version``.
-DEFAULT_VERSIONS_ENV: Final = "OIP_DEFAULT_VERSIONS"
 
 #: gcloud's label rules: lowercase letters, digits, ``_`` and ``-``; keys start with a letter; at most 63 chars.
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
@@ -73,17 +72,6 @@ def parse_labels(text: str, model: str = "") -> dict[str, str]:
     return labels
 
 
-def parse_default_versions(text: str) -> dict[str, str]:
-    """``OIP_DEFAULT_VERSIONS``: ``model=version`` pairs, comma-separated."""
-    pairs: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, sep, wanted = item.partition("=")
-        if not sep or not name.strip() or not wanted.strip().isdigit():
-            raise ValueError(f"{DEFAULT_VERSIONS_ENV}: '{item}' is not model=version")
-        pairs[name.strip()] = wanted.strip()
-    return pairs
-
-
 def _package_version(name: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version  # 30 ms: when a resource is first read
 
@@ -103,16 +91,11 @@ class Deployment:
     sampling_percentage: float = 0.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Deployment:
-        """``OIP_AUTOSCALING_MIN_NODES``, ``OIP_AUTOSCALING_MAX_NODES`` and ``OIP_REQUEST_LOG_SAMPLING`` (%)."""
-        env = os.environ if env is None else env
-
-        def number(key: str) -> int | None:
-            value = env.get(key, "").strip()
-            return int(value) if value else None
-
-        sampling = float(env.get("OIP_REQUEST_LOG_SAMPLING", "0") or 0) if env.get("OIP_REQUEST_LOG_STREAM") else 0.0
-        return cls(number("OIP_AUTOSCALING_MIN_NODES"), number("OIP_AUTOSCALING_MAX_NODES"), sampling)
+    def from_settings(cls, settings: Settings) -> Deployment:
+        """``OIP_AUTOSCALING_MIN_NODES``, ``OIP_AUTOSCALING_MAX_NODES`` and ``OIP_REQUEST_LOG_SAMPLING`` (%, when
+        ``OIP_REQUEST_LOG_STREAM`` names a stream)."""
+        sampling = settings.request_log_sampling if settings.request_log_stream else 0.0
+        return cls(settings.autoscaling_min_nodes, settings.autoscaling_max_nodes, sampling)
 
     def fields(self) -> dict[str, Any]:
         """``autoScaling`` and ``requestLoggingConfig`` where configured."""
@@ -151,7 +134,7 @@ class VersionCatalog:
         self.router = router
         self.usage = usage
         self.location = repository_location(repository_uri)
-        self.deployment = deployment if deployment is not None else Deployment.from_env()
+        self.deployment = deployment if deployment is not None else Deployment()
         self.server_version = server_version
         self.python_version = ".".join(platform.python_version_tuple()[:2])
 

@@ -1,6 +1,6 @@
 """``InferFastPath``: inference requests answered before FastAPI's routing and request objects.
 
-A pure ASGI middleware in front of the app's middleware stack (put there by ``rest/app.py``'s ``put_in_front``):
+A pure ASGI middleware in front of the whole app (``rest/app.py``'s ``V2App`` calls it first):
 ``POST /v2/models/{m}[/versions/{v}]/infer`` goes straight to ``Inference`` with the ASGI headers and body;
 every other request goes on to the app. Answers are the same bytes as the route's, errors included
 (``tests/component/test_infer_answers.py``): V2Error and unexpected errors are turned into ``{"error"}`` by the

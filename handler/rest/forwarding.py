@@ -15,8 +15,8 @@ from typing import Final
 from fastapi.responses import Response
 
 from handler.codecs.forwarded import is_json_object, rewrite_forwarded_response
+from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation
-from handler.protocol.dataplane import DataPlane
 from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
 from handler.rest.responses import JSON, infer_response
 
@@ -25,7 +25,7 @@ NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null")
 
 
 async def forward_as_is(
-    dataplane: DataPlane,
+    service: InferenceService,
     model_name: str,
     model_version: str | None,
     headers: Mapping[str, str],
@@ -45,8 +45,7 @@ async def forward_as_is(
         forward_headers["Inference-Header-Content-Length"] = declared
     if any(marker in json_part for marker in NEEDS_DECODING) or not is_json_object(json_part):
         return None  # the decoding path converts it, or answers its own 400 for it
-    forwarded = await dataplane.forward(model_name, model_version, body, forward_headers)
+    forwarded = await service.forward(model_name, model_version, body, forward_headers, observation)
     content, json_length = rewrite_forwarded_response(forwarded.body, forwarded.header_length, model_name)
-    observation.version = forwarded.model_version
     observation.request_body, observation.response_body = body, content
     return infer_response(content, json_length, headers.get("accept-encoding"), observation)

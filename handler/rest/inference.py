@@ -11,20 +11,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.routing import Route
 
-from adapters.errors import InvalidInput, V2Error
+from adapters.errors import InvalidInput
 from adapters.types import InferCall
-from handler.codecs.content_types.bridge import (
-    decode_content_types,
-    encode_content_types,
-    known_counts,
-    tensor_counts,
-)
 from handler.codecs.request import decode_infer_request, decode_raw_request
 from handler.codecs.response import encode_infer_response
+from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
-from handler.protocol.status import status_of
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,
@@ -66,10 +60,12 @@ INFER_PATHS: tuple[str, ...] = (
 
 
 class Inference:
-    """The inference endpoint's work, whichever way the request arrived (the fast path or the route)."""
+    """The inference endpoint's work, whichever way the request arrived (the fast path or the route): the body
+    read and decoded, the call made through the ``InferenceService``, the answer encoded."""
 
     def __init__(self, dataplane: DataPlane, settings: Settings, telemetry: Telemetry) -> None:
-        self.dataplane, self.settings, self.telemetry = dataplane, settings, telemetry
+        self.service = InferenceService(dataplane, settings, telemetry)
+        self.settings = settings
         self._decoding: ThreadPoolExecutor | None = None
 
     def _decoder(self) -> ThreadPoolExecutor:
@@ -82,14 +78,8 @@ class Inference:
         self, model_name: str, model_version: str | None, headers: Mapping[str, str], read_body: BodyReader
     ) -> Response:
         """Answer one request; V2Error for the error handlers (``rest/errors.py``) to turn into ``{"error"}``."""
-        with self.telemetry.observe(model_name, model_version) as observation:
-            try:
-                response = await self._infer(model_name, model_version, headers, read_body, observation)
-            except V2Error as exc:
-                observation.status = status_of(exc)
-                raise
-            observation.status = response.status_code
-            return response
+        with self.service.observe(model_name, model_version) as observation:
+            return await self._infer(model_name, model_version, headers, read_body, observation)
 
     async def _infer(
         self,
@@ -99,50 +89,45 @@ class Inference:
         read_body: BodyReader,
         observation: InferObservation,
     ) -> Response:
-        settings, telemetry, dataplane = self.settings, self.telemetry, self.dataplane
+        settings, service = self.settings, self.service
         check_media_type(headers.get("content-type"))
         body = await read_body(headers.get("content-length"), settings.max_body_bytes)
         observation.bytes_in = len(body)
-        if dataplane.passes_through(model_name):  # Triton over HTTP: the same bytes, unless they need decoding
-            forwarded = await forward_as_is(dataplane, model_name, model_version, headers, body, observation)
+        if service.passes_through(model_name):  # Triton over HTTP: the same bytes, unless they need decoding
+            forwarded = await forward_as_is(service, model_name, model_version, headers, body, observation)
             if forwarded is not None:
                 return forwarded
         body = decompress(body, headers.get("content-encoding"), settings.max_body_bytes)
         header_length = _parse_header_length(headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
         call: InferCall
-        with telemetry.span("decode"):
+        with service.span("decode"):
             if header_length == 0:
                 call = await self._raw_call(body, model_name, model_version)
             else:
-                cap = settings.max_request_tensors
-                counts = known_counts(dataplane, model_name, model_version, cap) or await tensor_counts(
-                    dataplane, model_name, model_version, cap
+                counts = service.known_counts(model_name, model_version) or await service.counts(
+                    model_name, model_version
                 )
                 text = len(body) if header_length is None else header_length
                 if text < DECODE_ON_LOOP_BYTES:
-                    call = decode_infer_request(body, header_length, settings.max_tensor_bytes, counts)
+                    call = decode_infer_request(body, header_length, service.max_tensor_bytes, counts)
                 else:  # walking a large JSON text may take long: other requests go on meanwhile
                     call = await asyncio.get_running_loop().run_in_executor(
-                        self._decoder(), decode_infer_request, body, header_length, settings.max_tensor_bytes, counts
+                        self._decoder(), decode_infer_request, body, header_length, service.max_tensor_bytes, counts
                     )
-            call, plan = await decode_content_types(dataplane, model_name, model_version, call)
-        with telemetry.span("run"):
-            result = await dataplane.infer(model_name, model_version, call)
-        result = encode_content_types(result, plan)
-        observation.version = result.model_version
-        with telemetry.span("encode"):
+        result = await service.infer(model_name, model_version, call, observation)
+        with service.span("encode"):
             content, json_length = encode_infer_response(result, call)
         observation.request_body, observation.response_body = body, content
         return infer_response(content, json_length, headers.get("accept-encoding"), observation)
 
     async def _raw_call(self, body: bytes, model_name: str, model_version: str | None) -> InferCall:
-        metadata = await self.dataplane.model_metadata(model_name, model_version)
+        metadata = await self.service.dataplane.model_metadata(model_name, model_version)
         if len(metadata.inputs) != 1:
             raise InvalidInput(
                 "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
                 f"'{model_name}' has {len(metadata.inputs)}"
             )
-        return decode_raw_request(body, metadata.inputs[0], self.settings.max_tensor_bytes, metadata.max_batch_size)
+        return decode_raw_request(body, metadata.inputs[0], self.service.max_tensor_bytes, metadata.max_batch_size)
 
 
 def add_inference_routes(app: FastAPI, inference: Inference) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.platform import Platform
@@ -19,9 +20,10 @@ from handler.rest.vertex import add_vertex_routes
 def add_platform_routes(
     app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, platform: Platform | None = None
 ) -> None:
-    """Register the routes; ``platform`` defaults to the environment's."""
-    platform = platform or Platform.from_env()
+    """Register the routes; ``platform`` defaults to the environment's (``settings.platform``)."""
+    platform = platform or settings.platform
+    service = InferenceService(dataplane, settings, telemetry)
     catalog = add_version_routes(app, dataplane, settings)
-    add_v1_routes(app, dataplane, settings, telemetry, catalog)
-    add_sagemaker_routes(app, dataplane, settings, telemetry, platform)
-    add_vertex_routes(app, dataplane, settings, telemetry, platform)
+    add_v1_routes(app, service, catalog)
+    add_sagemaker_routes(app, service, platform)
+    add_vertex_routes(app, service, platform)

@@ -16,15 +16,14 @@ from typing import Final
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from adapters.errors import InvalidInput, UnsupportedMediaType, V2Error
+from adapters.errors import InvalidInput, UnsupportedMediaType
+from adapters.types import InferCall
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
 from handler.codecs.tfserving import ROW, decode_predict, encode_outputs, encode_predictions
-from handler.observability.telemetry import Telemetry
-from handler.protocol.dataplane import DataPlane
+from handler.inference.service import InferenceService
+from handler.observability.telemetry import InferObservation
 from handler.protocol.platform import Platform, custom_attributes, target_model
-from handler.protocol.settings import Settings
-from handler.protocol.status import status_of
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
 from handler.rest.routes import route
@@ -54,10 +53,9 @@ def json_header_size(content_type: str | None) -> int | None:
     raise InvalidInput(f"Content-Type {SAGEMAKER_TRITON_BINARY} needs the parameter {JSON_HEADER_SIZE}=<n>")
 
 
-def add_sagemaker_routes(
-    app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, platform: Platform
-) -> None:
+def add_sagemaker_routes(app: FastAPI, service: InferenceService, platform: Platform) -> None:
     """``/ping`` (200 once every model is ready, 503 before) and ``/invocations``."""
+    dataplane, settings = service.dataplane, service.settings
 
     @route(app, "GET", "/ping", tags=["sagemaker"])
     async def ping() -> Response:
@@ -68,35 +66,40 @@ def add_sagemaker_routes(
     async def invocations(request: Request) -> Response:
         attributes = custom_attributes(request.headers.get(CUSTOM_ATTRIBUTES))
         name, version = target_model(dataplane.model_names(), platform.default_model, attributes)
-        with telemetry.observe(name, version) as observation:
-            try:
-                response = await _invoke(request, name, version)
-            except V2Error as exc:
-                observation.status = status_of(exc)
-                raise
-            observation.status = 200
+        with service.observe(name, version) as observation:
+            response = await _invoke(request, name, version, observation)
             observation.bytes_out = len(response.body)
             return response
 
-    async def _invoke(request: Request, name: str, version: str | None) -> Response:
-        dataplane.router.backend(name, version)  # an unknown model or version is 404 before the body is read
+    async def _invoke(request: Request, name: str, version: str | None, observation: InferObservation) -> Response:
+        dataplane.check_model(name, version)  # an unknown model or version is 404 before the body is read
         header_size = json_header_size(request.headers.get("content-type"))
         body = await read_body(request, settings.max_body_bytes)
+        observation.bytes_in = len(body)
         body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
         view = memoryview(body)
         if header_size is not None and header_size > len(body):
             raise InvalidInput(f"{JSON_HEADER_SIZE} {header_size} is larger than the body ({len(body)} bytes)")
-        document = load_json_object(view[:header_size] if header_size is not None else view)
-        if header_size is None and ("instances" in document or isinstance(document.get("inputs"), dict)):
-            metadata = await dataplane.model_metadata(name, version)
-            call, kind = decode_predict(document, metadata.inputs, settings.max_tensor_bytes)
-            result = await dataplane.infer(name, version, call)
-            rows = call.inputs[0].shape[0] if kind == ROW else 0
-            return json_response(encode_predictions(result, rows) if kind == ROW else encode_outputs(result))
-        binary = view[header_size:] if header_size is not None else None
-        call = decode_infer_document(document, binary, settings.max_tensor_bytes)
-        result = await dataplane.infer(name, version, call)
-        content, json_length = encode_infer_response(result, call)
-        if json_length is None:
-            return Response(content, 200, media_type=JSON)
-        return Response(content, 200, media_type=f"{SAGEMAKER_TRITON_BINARY};{JSON_HEADER_SIZE}={json_length}")
+        call: InferCall
+        with service.span("decode"):
+            document = load_json_object(view[:header_size] if header_size is not None else view)
+            if header_size is None and ("instances" in document or isinstance(document.get("inputs"), dict)):
+                metadata = await dataplane.model_metadata(name, version)
+                call, kind = decode_predict(document, metadata.inputs, service.max_tensor_bytes)
+            else:
+                binary = view[header_size:] if header_size is not None else None
+                counts = await service.counts(name, version)
+                call, kind = decode_infer_document(document, binary, service.max_tensor_bytes, counts), ""
+        result = await service.infer(name, version, call, observation)
+        with service.span("encode"):
+            if kind:
+                rows = call.inputs[0].shape[0] if kind == ROW else 0
+                response = json_response(encode_predictions(result, rows) if kind == ROW else encode_outputs(result))
+            else:
+                content, json_length = encode_infer_response(result, call)
+                media_type = (
+                    JSON if json_length is None else f"{SAGEMAKER_TRITON_BINARY};{JSON_HEADER_SIZE}={json_length}"
+                )
+                response = Response(content, 200, media_type=media_type)
+        observation.request_body, observation.response_body = body, bytes(response.body)
+        return response

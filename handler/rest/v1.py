@@ -13,13 +13,11 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from adapters.errors import ModelNotReady, V2Error
+from adapters.errors import ModelNotReady
 from handler.codecs.request import load_json_object
 from handler.codecs.tfserving import ROW, decode_predict, encode_outputs, encode_predictions
-from handler.observability.telemetry import Telemetry
+from handler.inference.service import InferenceService
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.settings import Settings
-from handler.protocol.status import status_of
 from handler.protocol.versions import VersionCatalog
 from handler.rest.body import check_media_type, decompress, read_body
 from handler.rest.responses import json_response
@@ -29,37 +27,23 @@ from handler.rest.routes import route
 TF_STATE: Final[dict[str, str]] = {"READY": "AVAILABLE", "CREATING": "LOADING", "FAILED": "END", "UNKNOWN": "START"}
 
 
-async def predict(
-    request: Request,
-    dataplane: DataPlane,
-    settings: Settings,
-    telemetry: Telemetry,
-    model_name: str,
-    model_version: str | None,
-) -> Response:
+async def predict(request: Request, service: InferenceService, model_name: str, model_version: str | None) -> Response:
     """Run one TF Serving / Vertex predict request on a model version."""
-    with telemetry.observe(model_name, model_version) as observation:
-        try:
-            check_media_type(request.headers.get("content-type"))
-            body = await read_body(request, settings.max_body_bytes)
-            observation.bytes_in = len(body)
-            body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
-            metadata = await dataplane.model_metadata(model_name, model_version)
-            with telemetry.span("decode"):
-                call, kind = decode_predict(load_json_object(body), metadata.inputs, settings.max_tensor_bytes)
-            with telemetry.span("run"):
-                result = await dataplane.infer(model_name, model_version, call)
-            observation.version = result.model_version
-            with telemetry.span("encode"):
-                rows = call.inputs[0].shape[0] if kind == ROW else 0
-                document = encode_predictions(result, rows) if kind == ROW else encode_outputs(result)
-                response = json_response(document)
-        except V2Error as exc:
-            observation.status = status_of(exc)
-            raise
+    settings = service.settings
+    with service.observe(model_name, model_version) as observation:
+        check_media_type(request.headers.get("content-type"))
+        body = await read_body(request, settings.max_body_bytes)
+        observation.bytes_in = len(body)
+        body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
+        metadata = await service.dataplane.model_metadata(model_name, model_version)
+        with service.span("decode"):
+            call, kind = decode_predict(load_json_object(body), metadata.inputs, service.max_tensor_bytes)
+        result = await service.infer(model_name, model_version, call, observation)
+        with service.span("encode"):
+            rows = call.inputs[0].shape[0] if kind == ROW else 0
+            response = json_response(encode_predictions(result, rows) if kind == ROW else encode_outputs(result))
         observation.request_body, observation.response_body = body, bytes(response.body)
         observation.bytes_out = len(response.body)
-        observation.status = 200
         return response
 
 
@@ -79,7 +63,7 @@ async def model_status(
     """KServe V1 readiness with TF Serving's per-version status; 503 when not ready."""
     ready = await dataplane.model_ready(model_name, model_version)
     document: dict[str, Any] = {"name": model_name, "ready": ready}
-    if dataplane.router.route(model_name) is None:
+    if dataplane.serves_locally(model_name):
         try:
             resources = (
                 [await catalog.get(model_name, model_version)] if model_version else await catalog.list(model_name)
@@ -92,10 +76,9 @@ async def model_status(
     return json_response(document, 200 if ready else 503)
 
 
-def add_v1_routes(
-    app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, catalog: VersionCatalog
-) -> None:
+def add_v1_routes(app: FastAPI, service: InferenceService, catalog: VersionCatalog) -> None:
     """The V1 routes, on every server and on Lambda."""
+    dataplane = service.dataplane
 
     @route(app, "GET", "/", tags=["v1"])
     async def live() -> Response:
@@ -115,4 +98,4 @@ def add_v1_routes(
     @route(app, "POST", "/v1/models/{model_name}:predict", tags=["v1"])
     @route(app, "POST", "/v1/models/{model_name}/versions/{model_version}:predict", tags=["v1"])
     async def v1_predict(request: Request, model_name: str, model_version: str | None = None) -> Response:
-        return await predict(request, dataplane, settings, telemetry, model_name, model_version)
+        return await predict(request, service, model_name, model_version)

@@ -7,14 +7,14 @@ from fastapi.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
-from handler.protocol.versions import VersionCatalog
+from handler.protocol.versions import Deployment, VersionCatalog
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 
 
 def add_version_routes(app: FastAPI, dataplane: DataPlane, settings: Settings) -> VersionCatalog:
     """Version resources (AI Platform's ``Version``) of every local model; returns the catalog."""
-    catalog = VersionCatalog(dataplane.router, dataplane.usage, settings.model_repository, dataplane.server_version)
+    catalog = dataplane.version_catalog(settings.model_repository, Deployment.from_settings(settings))
 
     @route(app, "GET", "/v2/models/{model_name}/versions", tags=["model_versions"])
     async def list_versions(model_name: str) -> Response:

@@ -10,19 +10,16 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from handler.observability.telemetry import Telemetry
-from handler.protocol.dataplane import DataPlane
+from handler.inference.service import InferenceService
 from handler.protocol.platform import Platform, target_model
-from handler.protocol.settings import Settings
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 from handler.rest.v1 import predict
 
 
-def add_vertex_routes(
-    app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, platform: Platform
-) -> None:
+def add_vertex_routes(app: FastAPI, service: InferenceService, platform: Platform) -> None:
     """The routes Vertex AI sends health checks and prediction requests to, when it names them."""
+    dataplane = service.dataplane
 
     if platform.health_route:
 
@@ -37,4 +34,4 @@ def add_vertex_routes(
         @route(app, "POST", platform.predict_route, tags=["vertex"], include_in_schema=False)
         async def vertex_predict(request: Request) -> Response:
             name, version = target_model(dataplane.model_names(), platform.default_model)
-            return await predict(request, dataplane, settings, telemetry, name, version)
+            return await predict(request, service, name, version)

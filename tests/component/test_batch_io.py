@@ -14,6 +14,7 @@ from adapters.errors import InvalidInput
 from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.npy import predict_npy
+from handler.inference.service import InferenceService
 from handler.protocol.container import build_dataplane
 from handler.protocol.loop import run
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
@@ -22,27 +23,31 @@ from tests.conftest import make_settings
 ROWS = np.random.default_rng(5).random((40, 4)).round(3).tolist()
 
 
+def _service(settings: Settings) -> InferenceService:
+    return InferenceService(build_dataplane(settings), settings)
+
+
 @pytest.fixture(scope="module")
-def demo():  # type: ignore[no-untyped-def]
-    return build_dataplane(Settings(model_repository=str(DEMO_REPOSITORY)))
+def demo() -> InferenceService:
+    return _service(Settings(model_repository=str(DEMO_REPOSITORY)))
 
 
 def _line(row: list[float], **extra: object) -> bytes:
     return orjson.dumps({**extra, "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": row}]})
 
 
-def _predict(dataplane, lines: list[bytes], **job: object) -> tuple[list[dict], object]:  # type: ignore[no-untyped-def]
+def _predict(service, lines: list[bytes], **job: object) -> tuple[list[dict], object]:  # type: ignore[no-untyped-def]
     out = io.BytesIO()
-    summary = run(predict_jsonl(dataplane, BatchJob(**{"model": "iris", "id_prefix": "f:", **job}), lines, out.write))
+    summary = run(predict_jsonl(service, BatchJob(**{"model": "iris", "id_prefix": "f:", **job}), lines, out.write))
     return [json.loads(line) for line in out.getvalue().splitlines()], summary
 
 
-def test_fast_path_output_is_identical_to_the_general_path(demo) -> None:  # type: ignore[no-untyped-def]
+def test_rows_run_together_answer_as_each_row_alone(demo) -> None:  # type: ignore[no-untyped-def]
     lines = [_line(row, id=f"r{i}") if i % 3 else _line(row) for i, row in enumerate(ROWS)]
-    fast, _ = _predict(demo, lines, chunk_size=16)
-    general, _ = _predict(demo, lines, chunk_size=16, fast_path=False)
-    assert fast == general
-    assert [o["id"] for o in fast][:4] == ["f:1", "r1", "r2", "f:4"]
+    together, _ = _predict(demo, lines, chunk_size=16)
+    alone, _ = _predict(demo, lines, chunk_size=1)
+    assert together == alone
+    assert [o["id"] for o in together][:4] == ["f:1", "r1", "r2", "f:4"]
 
 
 def test_one_output_line_per_input_line_in_order_with_errors_inline(demo) -> None:  # type: ignore[no-untyped-def]
@@ -60,7 +65,7 @@ def test_one_output_line_per_input_line_in_order_with_errors_inline(demo) -> Non
 
 
 def test_each_line_may_name_its_model(test_repository: Path) -> None:
-    dataplane = build_dataplane(make_settings(test_repository))
+    service = _service(make_settings(test_repository))
     lines = [
         orjson.dumps(
             {
@@ -73,19 +78,19 @@ def test_each_line_may_name_its_model(test_repository: Path) -> None:
             {"model_name": "missing", "inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [1]}]}
         ),
     ]
-    output, summary = _predict(dataplane, lines, model=None)
+    output, summary = _predict(service, lines, model=None)
     assert output[0]["model_version"] == "1" and output[0]["outputs"][0]["data"] == [1.0, 2.0]
     assert "Request for unknown model: 'missing' is not found" in output[1]["error"]
     assert summary.errors == 1
 
 
 def test_merged_runs_respect_max_batch_size(test_repository: Path) -> None:
-    dataplane = build_dataplane(make_settings(test_repository))  # 'batched' has max_batch_size 4
+    service = _service(make_settings(test_repository))  # 'batched' has max_batch_size 4
     lines = [
         orjson.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [i, i, i]}]})
         for i in range(10)
     ]
-    output, summary = _predict(dataplane, lines, model="batched", chunk_size=10, fast_path=False)
+    output, summary = _predict(service, lines, model="batched", chunk_size=10)
     assert summary.errors == 0
     assert [o["outputs"][0]["data"][0] for o in output] == list(range(10))
 
@@ -109,7 +114,7 @@ def test_npy_for_a_multi_input_model_is_refused(test_repository: Path) -> None:
     np.save(buffer, np.zeros((2, 16), np.int32))
     buffer.seek(0)
     with pytest.raises(InvalidInput, match="single-input model"):
-        run(predict_npy(build_dataplane(make_settings(test_repository)), BatchJob("simple"), buffer, print))
+        run(predict_npy(_service(make_settings(test_repository)), BatchJob("simple"), buffer, print))
 
 
 def test_oip_batch_cli(tmp_path: Path) -> None:

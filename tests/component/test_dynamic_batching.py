@@ -30,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from adapters.errors import InvalidInput
 from adapters.onnx.batcher import Batcher, BatchingPolicy, batch_key
 from adapters.repository.model_config import model_config_pb2
+from handler.protocol.settings import Settings
 from handler.server import build_app
 from tests.conftest import make_settings
 from tests.onnx_models import save
@@ -105,9 +106,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def app(repository: Path) -> FastAPI:
-    with pytest.MonkeyPatch.context() as patch:  # importing handler.http elsewhere in this process turns it off
-        patch.setenv("OIP_DYNAMIC_BATCHING", "1")
-        return build_app(make_settings(repository))
+    return build_app(make_settings(repository))
 
 
 @pytest.fixture(scope="module")
@@ -309,7 +308,7 @@ def test_no_dynamic_batching_in_config_means_one_execution_per_request(app: Fast
 
 
 LAMBDA_SCRIPT = """
-import functools, json, os
+import functools, json
 import anyio, httpx
 import handler.http
 
@@ -320,7 +319,7 @@ async def main():
             for _ in range(8):
                 group.start_soon(functools.partial(client.post, "/v2/models/mlp/infer", json=body))
         stats = (await client.get("/v2/models/mlp/stats")).json()["model_stats"][0]
-    print(json.dumps([os.environ["OIP_DYNAMIC_BATCHING"], stats["inference_count"], stats["execution_count"]]))
+    print(json.dumps([handler.http.settings.dynamic_batching, stats["inference_count"], stats["execution_count"]]))
 
 anyio.run(main)
 """
@@ -332,7 +331,7 @@ def test_lambda_http_entry_point_turns_batching_off(repository: Path) -> None:
         [sys.executable, "-c", LAMBDA_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout.strip().splitlines()[-1]) == ["0", 8, 8]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [False, 8, 8]
 
 
 def test_a_failed_merged_run_falls_back_to_one_run_per_request() -> None:
@@ -468,7 +467,8 @@ def test_a_window_closed_by_its_timer_on_uvloop_merges_its_requests_without_spin
 def test_onnxruntime_threads_do_not_spin_between_runs_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     from adapters.onnx.backend import SessionSettings
 
+    assert SessionSettings().allow_spinning is False
     monkeypatch.delenv("OIP_ORT_ALLOW_SPINNING", raising=False)
-    assert SessionSettings.from_env().allow_spinning is False
+    assert Settings.from_env().ort_allow_spinning is False
     monkeypatch.setenv("OIP_ORT_ALLOW_SPINNING", "1")
-    assert SessionSettings.from_env().allow_spinning is True
+    assert Settings.from_env().ort_allow_spinning is True

@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.rest.routes import PlainRoute
 from handler.server import build_app
-from tests.conftest import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +44,8 @@ REQUESTS = [
 
 def _client(monkeypatch: pytest.MonkeyPatch, otel: str) -> TestClient:
     monkeypatch.setenv("OIP_OTEL", otel)
-    return TestClient(build_app(make_settings(DEMO_REPOSITORY)), raise_server_exceptions=False)
+    settings = Settings.from_env(model_repository=str(DEMO_REPOSITORY))
+    return TestClient(build_app(settings), raise_server_exceptions=False)
 
 
 @pytest.fixture(scope="module")

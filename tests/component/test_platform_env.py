@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from handler.protocol.platform import SAGEMAKER_MODEL_DIR, Platform
+from handler.protocol.settings import Settings
 from tests import platform_models
 from tests.conftest import free_port
 
@@ -82,21 +83,25 @@ def test_sagemaker_contract(repository: Path) -> None:
         assert response.json()["outputs"][0]["data"] == [4.0]
 
 
+def _platform(env: dict[str, str]) -> Platform:
+    return Settings.from_env(env).platform
+
+
 def test_platform_detection_and_defaults() -> None:
-    sagemaker = Platform.from_env({"SAGEMAKER_BIND_TO_PORT": "9000"})
+    sagemaker = _platform({"SAGEMAKER_BIND_TO_PORT": "9000"})
     assert (sagemaker.name, sagemaker.host, sagemaker.port) == ("sagemaker", "0.0.0.0", 9000)
     assert sagemaker.model_repository == SAGEMAKER_MODEL_DIR == "/opt/ml/model"
-    assert Platform.from_env({"OIP_PLATFORM": "sagemaker"}).port == 8080
-    vertex = Platform.from_env({"AIP_HTTP_PORT": "8080", "AIP_STORAGE_URI": "gs://b/m", "OIP_PORT": "1"})
+    assert _platform({"OIP_PLATFORM": "sagemaker"}).port == 8080
+    vertex = _platform({"AIP_HTTP_PORT": "8080", "AIP_STORAGE_URI": "gs://b/m", "OIP_PORT": "1"})
     assert (vertex.name, vertex.address(), vertex.model_repository) == ("vertex", ("0.0.0.0", 8080), "gs://b/m")
-    assert Platform.from_env({"AIP_HTTP_PORT": "8080", "MODEL_REPOSITORY": "/m"}).model_repository == "/m"
-    server = Platform.from_env({"OIP_PORT": "9"})
+    assert _platform({"AIP_HTTP_PORT": "8080", "MODEL_REPOSITORY": "/m"}).model_repository == "/m"
+    server = _platform({"OIP_PORT": "9"})
     assert (server.name, server.address(), server.model_repository) == ("server", ("127.0.0.1", 9), None)
     assert server.address("0.0.0.0", 7) == ("0.0.0.0", 7)  # explicit --host/--port win
     with pytest.raises(ValueError, match="AIP_HTTP_PORT"):
-        Platform.from_env({"AIP_HTTP_PORT": "http"})
+        _platform({"AIP_HTTP_PORT": "http"})
     with pytest.raises(ValueError, match="OIP_PLATFORM"):
-        Platform.from_env({"OIP_PLATFORM": "azure"})
+        _platform({"OIP_PLATFORM": "azure"})
 
 
 def test_the_images_entrypoint_serves_sagemakers_serve_argument(repository: Path) -> None:

@@ -1,6 +1,6 @@
-"""``oip serve --workers N``: one port, N processes forked from a supervisor that imported the app's modules, each
-with its own sessions; SIGTERM drains; a dead worker is replaced. Everything through a real ``oip serve`` process
-tree on 127.0.0.1."""
+"""``oip serve --workers N``: one port, N processes forked from a supervisor that imported the app's modules
+(handler/cli/workers.py), each with its own sessions; SIGTERM drains; a dead worker is replaced, one that cannot
+start stops the server. Everything through a real ``oip serve`` process tree on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -404,17 +404,42 @@ def test_ready_only_once_every_model_is_loaded() -> None:
         assert client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code == 200
 
 
-def test_uvicorn_still_takes_its_workers_from_the_context_we_replace() -> None:
-    """``preload_and_fork`` relies on uvicorn's private ``uvicorn._subprocess.spawn`` (uvicorn has no option for
-    forked workers): this fails loudly when an upgrade of uvicorn moves it, before the workers silently go back
-    to importing everything anew."""
-    child = """
-from uvicorn import _subprocess
-from handler.cli.serve import preload_and_fork
-print(preload_and_fork(), _subprocess.spawn.get_start_method())
-"""
-    result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
-    assert result.stdout.split() == ["True", "fork"], result.stderr
+def test_a_worker_that_cannot_start_stops_oip_serve_with_uvicorns_startup_failure(iris_repository: Path) -> None:
+    """A worker whose app does not start (here its gRPC port is taken) would fail the same way again: the
+    supervisor stops every worker and exits 3 (uvicorn's ``STARTUP_FAILURE``) instead of replacing it forever."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(iris_repository)]
+        command += ["--port", str(free_port()), "--grpc-port", str(taken.getsockname()[1]), "--workers", "2"]
+        result = subprocess.run(command, capture_output=True, timeout=120, env={**os.environ, "OIP_LOG_LEVEL": "info"})
+    assert result.returncode == 3, result.stderr.decode()[-2000:]
+    assert b"failed to start: stopping" in result.stderr
+
+
+def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repository: Path) -> None:
+    """uvicorn's supervisor's signals: SIGHUP brings fresh workers in and lets the old ones drain, SIGTTIN forks
+    one more, SIGTTOU stops one (never the last), SIGUSR1 does nothing; the port answers throughout."""
+
+    def until(condition: Callable[[set[int]], bool], what: str) -> set[int]:
+        deadline = time.monotonic() + 30
+        while not condition(workers := served.workers()):
+            assert time.monotonic() < deadline, f"{what}: {workers}"
+            time.sleep(0.2)
+        return workers
+
+    with serve(iris_repository, "--workers", "2") as served:
+        first = _wait_for_workers(served)
+        served.process.send_signal(signal.SIGHUP)
+        fresh = until(lambda now: len(now) == 2 and not now & first, "the workers were not replaced")
+        assert all(_answers(served.url) for _ in range(10))
+        served.process.send_signal(signal.SIGTTIN)
+        until(lambda now: len(now) == 3 and fresh < now, "no third worker")
+        served.process.send_signal(signal.SIGTTOU)
+        until(lambda now: len(now) == 2, "the third worker did not stop")
+        served.process.send_signal(signal.SIGUSR1)  # caught and let be, as uvicorn's supervisor does
+        assert all(_answers(served.url) for _ in range(10))
+        assert served.process.poll() is None
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -22,7 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.errors import InvalidInput
-from handler.protocol.versions import Deployment, parse_default_versions, parse_labels, rfc3339
+from handler.protocol.settings import Settings, parse_default_versions
+from handler.protocol.versions import Deployment, parse_labels, rfc3339
 from handler.server import build_app
 from tests import onnx_models
 from tests.conftest import make_settings
@@ -159,17 +160,20 @@ def test_scaling_and_request_logging_as_the_deployment_configured_them(
     monkeypatch.setenv("OIP_AUTOSCALING_MAX_NODES", "50")
     monkeypatch.setenv("OIP_REQUEST_LOG_SAMPLING", "25")
     monkeypatch.setenv("OIP_REQUEST_LOG_STREAM", "oip-request-log")
-    with TestClient(build_app(make_settings(repository))) as client:
+    with TestClient(build_app(Settings.from_env(model_repository=str(repository)))) as client:
         resource = client.get("/v2/models/plain/versions/1/resource").json()
     assert resource["autoScaling"] == {"minNodes": 2, "maxNodes": 50}
     assert resource["requestLoggingConfig"] == {"samplingPercentage": 0.25}
 
 
 def test_deployment_fields_are_omitted_when_not_configured() -> None:
-    assert Deployment.from_env({}).fields() == {}
+    def deployment(env: dict[str, str]) -> Deployment:
+        return Deployment.from_settings(Settings.from_env(env))
+
+    assert deployment({}).fields() == {}
     # Sampling without a stream logs nothing, so it is not reported.
-    assert Deployment.from_env({"OIP_REQUEST_LOG_SAMPLING": "10"}).fields() == {}
-    assert Deployment.from_env({"OIP_AUTOSCALING_MIN_NODES": "0"}).fields() == {"autoScaling": {"minNodes": 0}}
+    assert deployment({"OIP_REQUEST_LOG_SAMPLING": "10"}).fields() == {}
+    assert deployment({"OIP_AUTOSCALING_MIN_NODES": "0"}).fields() == {"autoScaling": {"minNodes": 0}}
 
 
 def test_labels_use_gclouds_syntax() -> None:

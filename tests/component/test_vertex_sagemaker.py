@@ -18,6 +18,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from handler.protocol.platform import custom_attributes, target_model
+from handler.protocol.settings import Settings
 from handler.server import build_app
 from tests import platform_models
 from tests.conftest import LiveServer, make_settings
@@ -38,7 +39,8 @@ def _serve(root: Path, env: dict[str, str]) -> Iterator[str]:
             patch.delenv(key, raising=False)
         for key, value in env.items():
             patch.setenv(key, value)
-        server = LiveServer(build_app(make_settings(root)))
+        # the platform as the environment describes it; everything else as the test says
+        server = LiveServer(build_app(make_settings(root, platform=Settings.from_env().platform)))
     server.start()
     yield f"http://{server.url}"
     server.stop()

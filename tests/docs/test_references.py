@@ -43,15 +43,15 @@ def test_every_oip_variable_a_page_names_is_read_somewhere(page: Path) -> None:
 
 
 def test_the_environment_scan_finds_reads_of_every_form() -> None:
-    """A constant, a module constant, an imported constant, a loop over names, a helper's parameter, ``in env``."""
+    """A constant, a module constant, a loop over names, a helper's parameter (through helpers)."""
     found = environment_variables()
     for name, module in [
-        ("OIP_MAX_BODY_BYTES", "handler.protocol.settings"),  # env.get("...")
-        ("OIP_STATS_DIR", "handler.protocol.statistics"),  # os.environ.get(IMPORTED_CONSTANT)
-        ("AIP_PREDICT_ROUTE", "handler.protocol.platform"),  # any(env.get(key) for key in (...))
-        ("SAGEMAKER_BIND_TO_PORT", "handler.protocol.platform"),  # _port(env, "...", ...)
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", "handler.rest.app"),  # name in env
-        ("POWERTOOLS_LOGGER_LOG_EVENT", "handler.observability.invocation_keys"),  # os.getenv(module.CONSTANT)
+        ("ORT_DISABLE_TELEMETRY", "adapters.onnx"),  # os.environ.setdefault("...")
+        ("OIP_STATS_DIR", "handler.protocol.settings"),  # _read_optional(env, MODULE_CONSTANT)
+        ("AIP_PREDICT_ROUTE", "handler.protocol.settings"),  # any(_raw(env, key) for key in (...))
+        ("SAGEMAKER_BIND_TO_PORT", "handler.protocol.settings"),  # _read_port(env, "...") -> _read_int -> _raw
+        ("OIP_MAX_BODY_BYTES", "handler.protocol.settings"),  # _read_int(env, "...", ...)
+        ("OIP_ROLLOUT_CHECKS", "handler.rollout.hook"),  # os.environ.get("...")
     ]:
         assert module in found.get(name, set()), name
 

@@ -26,6 +26,7 @@ from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import OverlongLine, bounded_lines
 from handler.batch.s3 import BatchFailed, handle_item_batch, process_object
+from handler.inference.service import InferenceService
 from handler.protocol import container
 from handler.protocol.container import build_dataplane
 from handler.protocol.loop import run
@@ -61,12 +62,12 @@ def test_lines_are_those_of_the_text_however_it_is_cut(text: bytes, limit: int, 
 
 
 def test_a_256_mib_line_is_a_failed_row_and_never_held() -> None:
-    dataplane = build_dataplane(Settings())
+    service = InferenceService(build_dataplane(Settings()), Settings())
     output: list[bytes] = []
     tracemalloc.start()
     try:
         lines = bounded_lines(_stream_with_a_long_line(256), LIMIT)
-        summary = run(predict_jsonl(dataplane, BatchJob("iris", max_bytes=LIMIT), lines, output.append))
+        summary = run(predict_jsonl(service, BatchJob("iris", max_bytes=LIMIT), lines, output.append))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

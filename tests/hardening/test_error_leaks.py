@@ -275,14 +275,13 @@ def test_an_unexpected_exception_on_rest_is_a_500_with_an_error_id(
 def test_version_resources_of_an_s3_repository_show_its_uri(
     aws_env: str,  # noqa: F811
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="leaks")
     model = onnx_models.identity("FP32", [-1]).SerializeToString()
     s3.put_object(Bucket="leaks", Key="prod/repo/identity/1/model.onnx", Body=model)
-    monkeypatch.setenv("OIP_CACHE_DIR", str(tmp_path))
-    with TestClient(build_app(Settings(model_repository="s3://leaks/prod/repo/"))) as client:
+    settings = Settings(model_repository="s3://leaks/prod/repo/", cache_dir=str(tmp_path))
+    with TestClient(build_app(settings)) as client:
         (resource,) = client.get("/v2/models/identity/versions").json()["versions"]
     assert resource["deploymentUri"] == "s3://leaks/prod/repo/identity/1"
     assert str(tmp_path) not in str(resource)

@@ -185,6 +185,7 @@ def test_init_failure_is_reported_on_init_error(x86_build: tuple[Path, Path]) ->
     assert runtime.api.init_errors, output[-3000:]
     headers, payload = runtime.api.init_errors[0]
     # The error type in the header and the body (awslambdaric names the exception), the message and a stack trace.
-    assert headers["Lambda-Runtime-Function-Error-Type"] == payload["errorType"] == "ValueError", (headers, payload)
-    assert "not-a-number" in payload["errorMessage"] and payload["stackTrace"], payload
+    assert headers["Lambda-Runtime-Function-Error-Type"] == payload["errorType"] == "SettingsError", (headers, payload)
+    assert payload["errorMessage"] == "OIP_MAX_BODY_BYTES='not-a-number': expected an integer from 1", payload
+    assert payload["stackTrace"], payload
     assert runtime.api.first_next is None  # no invocation was asked for after a failed init

@@ -8,6 +8,7 @@ import boto3
 import pytest
 
 from adapters.errors import InvalidInput
+from adapters.repository.object_uri import local_copy
 from adapters.repository.s3 import download_repository, parse_s3_uri
 from handler.protocol.container import build_dataplane
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
@@ -33,16 +34,17 @@ def test_parse_s3_uri() -> None:
         parse_s3_uri("/local/path")
 
 
-def test_s3_repository_serves_the_models(aws_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_s3_repository_serves_the_models(aws_env: str, tmp_path: Path) -> None:
     files = _upload("models-bucket", "prod/repo")
-    monkeypatch.setenv("OIP_CACHE_DIR", str(tmp_path))
-    dataplane = build_dataplane(Settings(model_repository="s3://models-bucket/prod/repo"))
+    settings = Settings.from_env({"OIP_CACHE_DIR": str(tmp_path)}, model_repository="s3://models-bucket/prod/repo")
+    dataplane = build_dataplane(settings)
     assert dataplane.repository.names() == ["iris", "tiny_image"]
     local = dataplane.repository.root
     assert local.is_relative_to(tmp_path)
     assert sum(1 for p in local.rglob("*") if p.is_file() and p.name != ".complete") == files
     # A second start in the same container reuses the copy (no new download).
-    assert download_repository("s3://models-bucket/prod/repo") == local
+    uri = "s3://models-bucket/prod/repo"
+    assert download_repository(uri, local_copy(uri, str(tmp_path))) == local
 
 
 def test_empty_prefix_is_a_clear_error(aws_env: str, tmp_path: Path) -> None:

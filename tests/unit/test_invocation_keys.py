@@ -21,6 +21,7 @@ from aws_lambda_powertools.logging import logger as powertools_logger
 
 from handler.cli.lambda_context import LocalLambdaContext
 from handler.observability.invocation_keys import InvocationKeys
+from handler.protocol.settings import LambdaSettings
 
 EVENTS = [
     {"requestContext": {"requestId": "apigw-1"}, "body": "one"},
@@ -60,7 +61,7 @@ def _through_the_decorator(logger: Logger) -> Handler:
 
 
 def _through_invocation_keys(logger: Logger) -> Handler:
-    keys = InvocationKeys(logger)
+    keys = InvocationKeys(logger, LambdaSettings.from_env().log_event)
 
     def handler(event: dict[str, Any], context: Any) -> None:
         keys(event, context, _correlation_id(event))

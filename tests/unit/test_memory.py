@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from handler.protocol.memory import keep_freed_memory
+from handler.protocol.settings import Settings
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
@@ -14,4 +15,4 @@ def test_malloc_thresholds_are_set_unless_switched_off(monkeypatch: pytest.Monke
     assert keep_freed_memory(0) is False
     assert keep_freed_memory(64) is True
     monkeypatch.setenv("OIP_MALLOC_KEEP_MB", "0")
-    assert keep_freed_memory() is False
+    assert keep_freed_memory(Settings.from_env().malloc_keep_mb) is False

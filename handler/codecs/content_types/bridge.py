@@ -1,6 +1,7 @@
 """Server side: the content types of a request decide how its tensors reach the model, and the response says
-how its outputs were encoded. The transports call ``decode_content_types`` before ``DataPlane.infer`` and
-``encode_content_types`` after it (the protocol room may not import codecs).
+how its outputs were encoded. The inference service (``handler/inference/service.py``), which every transport
+calls, applies ``decode_content_types`` before ``DataPlane.infer`` and ``encode_content_types`` after it (the
+protocol room may not import codecs).
 
 Precedence, most specific first: an input's own ``content_type``; the model's default for that input
 (config.pbtxt ``parameters { key: "content_type.<input>" ... }``); the request's ``content_type``; the model's
@@ -12,18 +13,16 @@ A request that names no content type, for a model with no defaults, passes throu
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
-from adapters.errors import InvalidInput, V2Error
+from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult, Tensor, TensorSpec
 from handler.codecs.content_types import registry
 from handler.codecs.content_types.base import CONTENT_TYPE, InputCodec, RequestCodec, check_fits, with_content_type
 from handler.codecs.content_types.ndarray import NumpyCodec
 from handler.codecs.content_types.string import StringCodec
-from handler.protocol.limits import TensorCounts
 
 if TYPE_CHECKING:
     from handler.protocol.dataplane import DataPlane
@@ -41,66 +40,24 @@ class OutputPlan:
 
 
 def model_defaults(dataplane: DataPlane, name: str, version: str | None) -> dict[str, str]:
-    """Content types from a local model's config.pbtxt ``parameters`` (routed models have none here)."""
-    if dataplane.router.route(name) is not None:
-        return {}
-    parameters = dataplane.router.local_parameters(name, version)
+    """Content types from a local model's config.pbtxt ``parameters`` (models served by Triton have none here)."""
+    parameters = dataplane.model_parameters(name, version)
     if not parameters:  # most models: no parameters, nothing to walk
         return {}
     return {key: value for key, value in parameters.items() if key == CONTENT_TYPE or key.startswith(DEFAULT_PREFIX)}
 
 
-#: Counts by backend object (kept with it, so that its id is not reused): a model version's backend lives as long
-#: as its metadata and configuration do. At most ``_MAX_COUNTS`` are kept.
-_counts: dict[int, tuple[object, TensorCounts]] = {}
-_MAX_COUNTS: Final = 256
-
-
-@functools.cache
-def _capped(cap: int) -> TensorCounts:
-    return TensorCounts.cap(cap)
-
-
-def known_counts(dataplane: DataPlane, name: str, version: str | None, cap: int) -> TensorCounts | None:
-    """``tensor_counts`` when it is known without waiting (every request after a model version's first); None
-    when it is not."""
-    if dataplane.router.route(name) is not None:
-        return _capped(cap)
-    try:
-        backend = dataplane.router.backend(name, version)
-    except V2Error:
-        return _capped(cap)
-    kept = _counts.get(id(backend))
-    return kept[1] if kept is not None and kept[0] is backend and kept[1].mapped_inputs == cap else None
-
-
-async def tensor_counts(dataplane: DataPlane, name: str, version: str | None, cap: int) -> TensorCounts:
-    """The most inputs and outputs a request to a local model may name before it is decoded: the model's own counts
-    (``TensorCounts.of_model``), ``cap`` for inputs that a request-level content type (the request's, or the model's
-    default) may map onto fewer of the model's. ``cap`` alone for a model served by Triton, or one that cannot answer
-    now (the call reports why later, in the order it always has)."""
-    known = known_counts(dataplane, name, version, cap)
-    if known is not None:
-        return known
-    try:
-        backend = dataplane.router.backend(name, version)
-        metadata = await backend.metadata()
-        mapped = CONTENT_TYPE in model_defaults(dataplane, name, version)
-    except V2Error:
-        return _capped(cap)
-    counts = TensorCounts.of_model(name, len(metadata.inputs), len(metadata.outputs), cap, mapped)
-    if len(_counts) >= _MAX_COUNTS:
-        _counts.clear()
-    _counts[id(backend)] = (backend, counts)
-    return counts
-
-
-def _mentions(call: InferCall) -> bool:
-    return (
-        CONTENT_TYPE in call.parameters
-        or any(CONTENT_TYPE in tensor.parameters for tensor in call.inputs)
-        or any(CONTENT_TYPE in output.parameters for output in call.outputs)
-    )
+def mentions_content_type(call: InferCall) -> bool:
+    """Whether the request names a content type anywhere (request, an input or a requested output)."""
+    if CONTENT_TYPE in call.parameters:
+        return True
+    for tensor in call.inputs:  # loops, not any() over generators: this runs on every request
+        if CONTENT_TYPE in tensor.parameters:
+            return True
+    for output in call.outputs:
+        if CONTENT_TYPE in output.parameters:
+            return True
+    return False
 
 
 def _choices(datatype: str | None = None) -> str:
@@ -147,7 +104,7 @@ async def decode_content_types(
 ) -> tuple[InferCall, OutputPlan | None]:
     """Bridge the request's tensors to the model's inputs as their content types say; None: nothing to do."""
     defaults = model_defaults(dataplane, name, version)
-    if not defaults and not _mentions(call):
+    if not defaults and not mentions_content_type(call):
         return call, None
     request_type = call.parameters.get(CONTENT_TYPE, defaults.get(CONTENT_TYPE))
     codec = request_codec(request_type) if request_type is not None else None

@@ -1,0 +1,146 @@
+"""``InferenceService``: the one inference operation, whichever transport a request came by.
+
+REST (V2, KServe V1 / TF Serving, Vertex AI, SageMaker), gRPC (unary and streaming) and batch (SQS, S3, Step
+Functions, ``oip batch``) each decode their wire format into an ``InferCall`` (within ``counts`` and
+``max_tensor_bytes``, which they take from here) and call ``infer`` (batch: ``infer_many``) inside ``observe``;
+requests passed through to Triton as they are call ``forward``. The service alone:
+
+- applies the content types (``codecs/content_types/bridge.py``): decoded on the way in, each output tagged (and
+  converted where its content type says) on the way out;
+- holds every decoded tensor to ``OIP_MAX_TENSOR_BYTES``, content types' conversions included;
+- runs the call through the ``DataPlane``, which counts it in the statistics and classifies outputs that ask;
+- observes it (``observability/telemetry.py``: EMF metrics and X-Ray subsegments on Lambda, sampled payloads),
+  with the status its outcome maps to (a V2Error's own, 500 for anything else).
+
+Transports never reach the model router: what they need besides inference is the DataPlane's public methods.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from adapters.errors import V2Error
+from adapters.types import InferCall, InferResult
+from handler.codecs.content_types.bridge import (
+    OutputPlan,
+    decode_content_types,
+    encode_content_types,
+    mentions_content_type,
+    model_defaults,
+)
+from handler.observability.telemetry import InferObservation, Telemetry
+from handler.protocol.dataplane import DataPlane
+from handler.protocol.limits import TensorCounts, check_allocation
+from handler.protocol.settings import Settings
+
+if TYPE_CHECKING:
+    from adapters.triton.passthrough import Forwarded
+
+
+class InferenceService:
+    """Inference over a ``DataPlane`` within ``settings``' limits, observed by ``telemetry``."""
+
+    def __init__(self, dataplane: DataPlane, settings: Settings, telemetry: Telemetry | None = None) -> None:
+        self.dataplane = dataplane
+        self.settings = settings
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
+        #: OIP_MAX_TENSOR_BYTES: the largest tensor a request may make the server hold.
+        self.max_tensor_bytes = settings.max_tensor_bytes
+        #: OIP_MAX_REQUEST_TENSORS alone: the counts of a request whose model is not known yet.
+        self.cap_counts = TensorCounts.cap(settings.max_request_tensors)
+        #: ``observe(name, version)``: observe one inference request, from its first byte to its answer; recorded
+        #: with the status its outcome gives however the block ends (the telemetry's own method: one call less
+        #: on every request).
+        self.observe: Callable[[str, str | None], AbstractContextManager[InferObservation]] = self.telemetry.observe
+        #: ``span(step)``: a trace segment around one of a transport's steps (``decode``, ``encode``).
+        self.span: Callable[[str], AbstractContextManager[Any]] = self.telemetry.span
+        #: ``passes_through(name)``: whether ``name`` is a Triton model whose request bodies may go to Triton as they
+        #: are (``forward``).
+        self.passes_through: Callable[[str], bool] = dataplane.passes_through
+        #: ``known_counts(name, version)``: ``counts`` when it is known without waiting; None when it is not.
+        self.known_counts: Callable[[str, str | None], TensorCounts | None] = functools.partial(
+            dataplane.known_counts, cap=settings.max_request_tensors
+        )
+
+    async def counts(self, name: str, version: str | None) -> TensorCounts:
+        """The most inputs and outputs a request to this model may name, checked before it is decoded."""
+        return await self.dataplane.tensor_counts(name, version, self.settings.max_request_tensors)
+
+    async def infer(
+        self, name: str, version: str | None, call: InferCall, observation: InferObservation
+    ) -> InferResult:
+        """Answer one decoded request (``observation``: its ``observe`` block's)."""
+        call, plan = await decode_content_types(self.dataplane, name, version, call)
+        limit = self.max_tensor_bytes
+        for tensor in call.inputs:  # check_sizes, inline: this runs on every request
+            if tensor.data.nbytes > limit:
+                check_sizes(call, limit)
+        with self.telemetry.span("run"):
+            result = await self.dataplane.infer(name, version, call)
+        observation.version = result.model_version
+        return encode_content_types(result, plan)
+
+    async def infer_many(
+        self, name: str, version: str | None, calls: Sequence[InferCall]
+    ) -> list[InferResult | V2Error]:
+        """Answer several decoded requests to one model version, each as ``infer`` answers it alone (its result,
+        or the V2Error it raised) and observed as a request of its own; those that can run as one execution do
+        (``DataPlane.infer_many``)."""
+        observations = [InferObservation(name, version) for _ in calls]
+        try:
+            plain = not model_defaults(self.dataplane, name, version)
+        except V2Error:  # an unknown model: each call says so below
+            plain = False
+        prepared: list[tuple[InferCall, OutputPlan | None] | V2Error] = []
+        for call in calls:
+            try:
+                if plain and not mentions_content_type(call):  # what decode_content_types would find
+                    decoded, plan = call, None
+                else:
+                    decoded, plan = await decode_content_types(self.dataplane, name, version, call)
+                check_sizes(decoded, self.max_tensor_bytes)
+                prepared.append((decoded, plan))
+            except V2Error as exc:
+                prepared.append(exc)
+        with self.telemetry.span("run"):
+            ran = [item[0] for item in prepared if not isinstance(item, V2Error)]
+            results = iter(await self.dataplane.infer_many(name, version, ran))
+        outcomes: list[InferResult | V2Error] = []
+        for item, observation in zip(prepared, observations, strict=True):
+            outcome = item if isinstance(item, V2Error) else _answer(next(results), item[1], observation)
+            self.telemetry.finish(observation, outcome if isinstance(outcome, V2Error) else None)
+            outcomes.append(outcome)
+        return outcomes
+
+    async def forward(
+        self, name: str, version: str | None, body: bytes, headers: dict[str, str], observation: InferObservation
+    ) -> Forwarded:
+        """Pass a request body through to the Triton model ``name`` routes to, as it came (``passes_through``)."""
+        with self.telemetry.span("run"):
+            forwarded = await self.dataplane.forward(name, version, body, headers)
+        observation.version = forwarded.model_version
+        return forwarded
+
+
+def _answer(
+    outcome: InferResult | V2Error, plan: OutputPlan | None, observation: InferObservation
+) -> InferResult | V2Error:
+    """One of ``infer_many``'s outcomes with its outputs' content types applied."""
+    if isinstance(outcome, V2Error):
+        return outcome
+    observation.version = outcome.model_version
+    try:
+        return encode_content_types(outcome, plan)
+    except V2Error as exc:
+        return exc
+
+
+def check_sizes(call: InferCall, limit: int) -> None:
+    """PayloadTooLarge (413) for a tensor over ``limit`` bytes (OIP_MAX_TENSOR_BYTES), the wire's or what its
+    content type made of it."""
+    for tensor in call.inputs:
+        if tensor.data.nbytes > limit:  # never less than the size counted below: most tensors end here
+            check_allocation(tensor.name, tensor.datatype, tensor.shape, limit, tensor.data.size)
