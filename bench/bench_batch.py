@@ -74,7 +74,7 @@ for _ in range(100):
 boto3.client("s3").upload_file({str(source)!r}, "bench", "input/iris/rows.jsonl")
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
-from handler.protocol import container
+from handler.runtime import container
 container.dataplane()
 manifest = process_object("bench", "input/iris/rows.jsonl", BatchConfig.from_env())
 print(json.dumps(manifest))

@@ -1,4 +1,4 @@
-"""JSON tensor decoding, simdjson path (``handler/codecs/json_fast.py``) vs the orjson + numpy path, in one run.
+"""JSON tensor decoding, simdjson path (``handler/codecs/json_numeric.py``) vs the orjson + numpy path, in one run.
 
     python -m bench.bench_json_decode [--repeat N]
 
@@ -29,7 +29,7 @@ from bench.common import p50_ms, wait_until_live
 from handler.codecs.request import decode_infer_document, decode_infer_request, load_json_object
 
 _SERVE = (
-    "import sys, handler.codecs.json_fast as fast; from handler.cli import main\n"
+    "import sys, handler.codecs.json_numeric as fast; from handler.cli import main\n"
     "if sys.argv[1] == 'old': fast.MIN_FAST_BYTES = 1 << 62\n"
     "sys.exit(main(['serve', '--workers', '1', '--port', sys.argv[2], '--no-access-log', '--log-level', 'warning']))"
 )

@@ -7,7 +7,7 @@ answers a canned V2 answer (no decoding, no model).
 and ``<model>.binary`` (with ``<model>.binary.length``, the JSON header's length) for a binary-extension request
 (one that sends ``Inference-Header-Content-Length``). ``GET /v2/health/ready`` answers ``{"ready":true}``.
 Run under uvicorn as ``oip serve`` runs (uvloop and httptools when installed), with glibc's malloc tuned as
-``oip serve`` tunes it (``handler/protocol/memory.py``: without it, page faults on the received body's fresh
+``oip serve`` tunes it (``handler/runtime/memory.py``: without it, page faults on the received body's fresh
 memory cost about 1 ms of a 600 KB request here).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from handler.protocol.memory import keep_freed_memory
+from handler.runtime.memory import keep_freed_memory
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 

@@ -30,13 +30,13 @@ from mangum import Mangum  # noqa: E402
 from handler.batch.routing import batch_event_kind  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
-from handler.protocol import container  # noqa: E402
-from handler.protocol.loop import event_loop, run  # noqa: E402
-from handler.protocol.memory import keep_freed_memory  # noqa: E402
 from handler.protocol.settings import LambdaSettings, Settings  # noqa: E402
-from handler.protocol.warmup import warm_up  # noqa: E402
 from handler.rest.app import create_app  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
+from handler.runtime import container  # noqa: E402
+from handler.runtime.loop import event_loop, run  # noqa: E402
+from handler.runtime.memory import keep_freed_memory  # noqa: E402
+from handler.runtime.warmup import warm_up  # noqa: E402
 
 if TYPE_CHECKING:
     from handler.observability.request_log import RequestLogSampler
@@ -47,7 +47,7 @@ lambda_settings = LambdaSettings.from_env()
 # (``Settings.for_lambda``).
 settings = container.settings()
 logger = Logger(service=lambda_settings.service_name)
-# Lambda runs on Firecracker, where each fresh page faults expensively: reuse freed memory (protocol/memory.py).
+# Lambda runs on Firecracker, where each fresh page faults expensively: reuse freed memory (runtime/memory.py).
 keep_freed_memory(settings.malloc_keep_mb)
 
 

@@ -21,10 +21,10 @@ from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
 from handler.observability.telemetry import Telemetry
-from handler.protocol.container import build_dataplane
-from handler.protocol.memory import keep_freed_memory
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.app import create_app
+from handler.runtime.container import build_dataplane
+from handler.runtime.memory import keep_freed_memory
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
 #: no event loop). Not grpc (not fork-safe; imported when a worker starts its server); onnxruntime only as

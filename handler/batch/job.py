@@ -16,7 +16,7 @@ import orjson
 from adapters.errors import InvalidInput, V2Error
 from adapters.types import InferCall, InferResult, RequestedOutput
 from handler.batch.lines import OverlongLine
-from handler.codecs.json_fast import load_infer_json
+from handler.codecs.json_numeric import load_infer_json
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
 from handler.inference.service import InferenceService

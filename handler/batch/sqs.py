@@ -23,9 +23,9 @@ from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
 from handler.batch.job import decode_line, encode_line
 from handler.inference.service import InferenceService
-from handler.protocol import container
-from handler.protocol.loop import run
 from handler.protocol.settings import LambdaSettings
+from handler.runtime import container
+from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
 

@@ -64,8 +64,8 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
     from handler.inference.service import InferenceService
-    from handler.protocol.loop import run
     from handler.protocol.settings import BatchSettings, Settings
+    from handler.runtime.loop import run
 
     settings = Settings.from_env(model_repository=args.model_repository)
     args.model = args.model or BatchSettings.from_env().default_model  # --model, else OIP_BATCH_MODEL
@@ -145,7 +145,7 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
 
 def _dataplane(settings: Settings) -> DataPlane:
     from adapters.errors import V2Error
-    from handler.protocol.container import build_dataplane
+    from handler.runtime.container import build_dataplane
 
     try:
         return build_dataplane(settings)

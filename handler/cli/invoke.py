@@ -52,7 +52,7 @@ def invoke(args: argparse.Namespace) -> int:
     """Print the handler's response to the event file, alone on stdout."""
     event = read_event(args.event)
     from handler.cli.lambda_context import LocalLambdaContext
-    from handler.protocol import container
+    from handler.runtime import container
 
     container.configure(model_repository=args.model_repository)
 

@@ -15,7 +15,7 @@ def redrive(args: argparse.Namespace) -> int:
 
     from handler.batch.config import BatchConfig
     from handler.batch.redrive import redrive_queue
-    from handler.protocol import container
+    from handler.runtime import container
 
     container.configure(model_repository=args.model_repository)
 

@@ -22,8 +22,8 @@ from handler.codecs.binary_data import (
 )
 from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.envelope import Envelope, Input, envelope
-from handler.codecs.json_fast import decode_tensor_data, load_infer_json
 from handler.codecs.json_keys import check_unique_keys
+from handler.codecs.json_numeric import decode_tensor_data, load_infer_json
 from handler.protocol.checks import (
     check_has_inputs,
     check_one_data_form,
@@ -138,7 +138,7 @@ class _BinaryPlan(NamedTuple):
     size: int
 
 
-#: The longest JSON header whose plan is kept (well under ``json_fast.MIN_FAST_BYTES``: such headers are parsed
+#: The longest JSON header whose plan is kept (well under ``json_numeric.MIN_FAST_BYTES``: such headers are parsed
 #: by orjson on either path), and how many plans are kept.
 MAX_PLANNED_HEADER: Final = 4096
 MAX_PLANS: Final = 256

@@ -3,7 +3,7 @@
 One dataclass per program: ``Settings`` for every server process (the Lambda HTTP function, ``oip serve`` and its
 workers, ``oip batch``), ``LambdaSettings`` for what only the Lambda entry points read, ``BatchSettings`` for the
 batch function's destinations. The modules that use a value receive it (as a field, or as a constructor parameter
-from handler/protocol/container.py for the adapters); none of them reads the environment, and nothing writes to it
+from handler/runtime/container.py for the adapters); none of them reads the environment, and nothing writes to it
 to pass a value on, but ``export_to_workers`` for the worker processes ``oip serve`` starts. (The rollout hooks,
 handler/rollout/hook.py, are a Lambda package of their own, with only the standard library: they read their two
 variables themselves. Two libraries' own variables are set where the library is loaded, before it reads them:
@@ -296,7 +296,7 @@ class Settings:
     log_level: str = "info"
     #: [OIP_ACCESS_LOG] a log line per request.
     access_log: bool = False
-    #: [OIP_MALLOC_KEEP_MB] MiB of freed memory glibc keeps for the next request (handler/protocol/memory.py).
+    #: [OIP_MALLOC_KEEP_MB] MiB of freed memory glibc keeps for the next request (handler/runtime/memory.py).
     malloc_keep_mb: int = 64
     #: [OIP_OTEL] FastAPI's OpenTelemetry instrumentation; unset, on when an SDK exporter ([OTEL_*]) is.
     opentelemetry: bool = False

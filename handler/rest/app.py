@@ -17,8 +17,8 @@ from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.rest.errors import install_error_handlers
-from handler.rest.fast_path import InferFastPath
 from handler.rest.health import add_health_routes
+from handler.rest.infer_middleware import InferFastPath
 from handler.rest.inference import Inference, add_inference_routes
 from handler.rest.metadata import add_metadata_routes
 from handler.rest.openapi import install_openapi
@@ -35,7 +35,7 @@ DOCS_ASSETS: Final = "/static-offline-docs"
 
 
 class V2App(FastAPI):
-    """FastAPI whose ASGI entry point hands inference requests to the infer fast path (handler/rest/fast_path.py)
+    """FastAPI whose ASGI entry point hands inference requests to the infer fast path (handler/rest/infer_middleware.py)
     first, before FastAPI's own entry, its middleware (server errors, telemetry, body limit, exceptions), routing
     and request objects; every other request goes on to FastAPI. The fast path reads the body within its own limit
     and turns every error, unexpected ones included, into an answer itself."""

@@ -133,7 +133,7 @@ class Inference:
 def add_inference_routes(app: FastAPI, inference: Inference) -> None:
     """``POST /v2/models/{m}[/versions/{v}]/infer`` as plain Starlette routes taking the ``Request`` alone.
 
-    ``InferFastPath`` (``rest/fast_path.py``) answers these requests before routing; the routes keep the
+    ``InferFastPath`` (``rest/infer_middleware.py``) answers these requests before routing; the routes keep the
     routing table's answers for other methods (405) and serve when the app runs without the fast path.
     ``rest/openapi.py`` documents them.
     """

@@ -15,9 +15,9 @@ from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.npy import predict_npy
 from handler.inference.service import InferenceService
-from handler.protocol.container import build_dataplane
-from handler.protocol.loop import run
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.runtime.container import build_dataplane
+from handler.runtime.loop import run
 from tests.conftest import make_settings
 
 ROWS = np.random.default_rng(5).random((40, 4)).round(3).tolist()

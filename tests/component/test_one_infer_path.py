@@ -40,11 +40,11 @@ from handler.cli.lambda_context import LocalLambdaContext
 from handler.grpc.server import build_server
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol import container
-from handler.protocol.container import build_dataplane
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.loop import run
 from handler.rest.app import create_app
+from handler.runtime import container
+from handler.runtime.container import build_dataplane
+from handler.runtime.loop import run
 from scripts import lambda_events
 from tests.conftest import free_port, make_settings
 from tests.content_type_models import build_repository

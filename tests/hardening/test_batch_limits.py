@@ -27,10 +27,10 @@ from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import OverlongLine, bounded_lines
 from handler.batch.s3 import BatchFailed, handle_item_batch, process_object
 from handler.inference.service import InferenceService
-from handler.protocol import container
-from handler.protocol.container import build_dataplane
-from handler.protocol.loop import run
 from handler.protocol.settings import Settings
+from handler.runtime import container
+from handler.runtime.container import build_dataplane
+from handler.runtime.loop import run
 from tests.hardening.oip_process import IRIS_REQUEST
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.errors import InvalidInput
-from handler.codecs.json_fast import MIN_FAST_BYTES, load_infer_json
 from handler.codecs.json_keys import check_unique_keys
+from handler.codecs.json_numeric import MIN_FAST_BYTES, load_infer_json
 from handler.server import build_app
 from tests import onnx_models
 from tests.conftest import LiveServer, make_settings

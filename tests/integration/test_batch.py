@@ -293,7 +293,7 @@ def test_100k_line_file_streams_with_bounded_memory(aws_env: str, bucket: str, t
 import json, resource
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
-from handler.protocol import container
+from handler.runtime import container
 container.dataplane()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 manifest = process_object({bucket!r}, "input/iris/big.jsonl", BatchConfig.from_env())

@@ -10,8 +10,8 @@ import pytest
 from adapters.errors import InvalidInput
 from adapters.repository.object_uri import local_copy
 from adapters.repository.s3 import download_repository, parse_s3_uri
-from handler.protocol.container import build_dataplane
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.runtime.container import build_dataplane
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""glibc's malloc thresholds (handler/protocol/memory.py)."""
+"""glibc's malloc thresholds (handler/runtime/memory.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from handler.protocol.memory import keep_freed_memory
 from handler.protocol.settings import Settings
+from handler.runtime.memory import keep_freed_memory
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")

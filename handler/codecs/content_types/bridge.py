@@ -54,7 +54,7 @@ def mentions_content_type(call: InferCall) -> bool:
     for tensor in call.inputs:  # loops, not any() over generators: this runs on every request
         if CONTENT_TYPE in tensor.parameters:
             return True
-    for output in call.outputs:
+    for output in call.outputs:  # noqa: SIM110 - a loop, as above
         if CONTENT_TYPE in output.parameters:
             return True
     return False

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from adapters.datatypes import numpy_dtype
 from adapters.errors import V2Error
-from handler.codecs import json_fast
-from handler.codecs.json_fast import JsonTensor, load_infer_json
+from handler.codecs import json_numeric
+from handler.codecs.json_numeric import JsonTensor, load_infer_json
 from handler.codecs.request import decode_infer_document, decode_infer_request, load_json_object
 
 FLOATS = ["FP16", "FP32", "FP64", "BF16"]
@@ -261,7 +261,7 @@ def test_a_large_image_goes_through_request_py() -> None:
     nested = orjson.dumps(
         {"inputs": [{"name": "i", "shape": [1, 3, 224, 224], "datatype": "FP32", "data": image.tolist()}]}
     )
-    assert len(nested) > json_fast.MIN_FAST_BYTES
+    assert len(nested) > json_numeric.MIN_FAST_BYTES
     document = load_infer_json(nested)
     assert document is not None and isinstance(document["inputs"][0]["data"], JsonTensor)
     tensor = decode_infer_request(nested, None, LIMIT).inputs[0].data
