@@ -481,7 +481,7 @@ def _powertools_flag(env: Mapping[str, str], name: str) -> bool:
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """The batch function's destinations and defaults (handler/batch/config.py's BatchConfig)."""
+    """The batch function's destinations and defaults (``BatchConfig`` in handler/batch/config.py)."""
 
     #: [OIP_RESULTS_S3_URI] where SQS requests' results go.
     results_s3_uri: str = ""
