@@ -10,32 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.repository.repository import ModelRepository
-from adapters.types import InferCall, InferResult, ModelMetadata, TensorSpec
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
 from tests import onnx_models
-
-
-class BuggyBackend:
-    """A backend whose infer has a bug (stands in for any unexpected exception in our code)."""
-
-    error = None
-
-    def __init__(self, name: str, version: str, *_: object) -> None:
-        self.name, self.version = name, version
-
-    def load(self) -> None:
-        pass
-
-    async def ready(self) -> bool:
-        return True
-
-    async def metadata(self) -> ModelMetadata:
-        spec = TensorSpec("x", "FP32", (1,))
-        return ModelMetadata(self.name, (self.version,), "test", (spec,), (spec,))
-
-    async def infer(self, call: InferCall) -> InferResult:
-        raise KeyError("secret internal detail")
+from tests.buggy_backend import BuggyBackend
 
 
 def test_unexpected_exception_is_a_generic_500(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -23,13 +23,13 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from adapters.repository.repository import ModelRepository
-from adapters.types import InferCall, InferResult, ModelMetadata, TensorSpec
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.rest.app import create_app
 from handler.server import build_app
 from tests import onnx_models
+from tests.buggy_backend import BuggyBackend
 from tests.conftest import free_port
 from tests.grpc_serve import Served, serve
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
@@ -158,30 +158,6 @@ def test_a_malformed_message_in_a_stream_is_answered_and_the_stream_goes_on(serv
 
 
 # -- an unexpected exception (a bug) -------------------------------------------------------------------------------
-
-
-class BuggyBackend:
-    """A backend whose code has a bug: any unexpected exception in our code or a library's."""
-
-    error = None
-
-    def __init__(self, name: str, version: str, *_: object) -> None:
-        self.name, self.version = name, version
-
-    def load(self) -> None:
-        pass
-
-    async def ready(self) -> bool:
-        return True
-
-    async def metadata(self) -> ModelMetadata:
-        if self.name == "buggy_metadata":
-            raise KeyError("secret metadata detail at /srv/secret/path")
-        spec = TensorSpec("x", "FP32", (1,))
-        return ModelMetadata(self.name, (self.version,), "test", (spec,), (spec,))
-
-    async def infer(self, call: InferCall) -> InferResult:
-        raise KeyError("secret internal detail at /srv/secret/path")
 
 
 @pytest.fixture(scope="module")

@@ -32,12 +32,12 @@ from adapters.onnx.backend import OnnxBackend
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
-from adapters.types import InferCall, InferResult, ModelMetadata, TensorSpec
+from adapters.types import InferCall, InferResult
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.rest.app import create_app
-from tests import onnx_models
+from tests import buggy_backend, onnx_models
 from tests.conftest import LiveServer, free_port
 from tests.integration.triton_server import TritonServer, build_repository
 
@@ -468,25 +468,11 @@ def test_the_same_models_answer_inputs_they_fit(failing_onnx: Ours) -> None:
 # -- what no row matches: 500 / INTERNAL, generic, with an error id ------------------------------------------------
 
 
-class BuggyBackend:
-    """A backend with a bug in each call: exceptions no table translates."""
-
-    error = None
-
-    def __init__(self, name: str, version: str, *_: object) -> None:
-        self.name, self.version = name, version
-
-    def load(self) -> None:
-        pass
+class BuggyBackend(buggy_backend.BuggyBackend):
+    """A backend with a bug in each call: exceptions no table translates, readiness included."""
 
     async def ready(self) -> bool:
         raise ZeroDivisionError("secret readiness detail")
-
-    async def metadata(self) -> ModelMetadata:
-        if self.name == "buggy_metadata":
-            raise KeyError("secret metadata detail at /srv/secret")
-        spec = TensorSpec("x", "FP32", (1,))
-        return ModelMetadata(self.name, (self.version,), "test", (spec,), (spec,))
 
     async def infer(self, call: InferCall) -> InferResult:
         raise AttributeError("'NoneType' object has no attribute 'secret'")
