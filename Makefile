@@ -34,13 +34,14 @@ COMPILE = $(LAMBDA_PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-h
 # must come out identical (one lock for both architectures) or `make lock` fails.
 # Left out of the Lambda package (never imported by handler.http or handler.batch on Lambda):
 #   uvicorn and its [standard] extras, click, h11, pyyaml, tqdm   only `oip serve` / `oip batch` use them
+#   prometheus-client                            only `oip serve`'s metrics process (Lambda reports through EMF)
 #   ml-dtypes                                    BF16 only (25 MB); without it a BF16 request gets a 400 saying so
 #   botocore, python-dateutil, six               boto3/botocore come with the Lambda Python runtime
 #   colorama                                     Windows only
 UV ?= uv
 LOCK_PYTHON_VERSION ?= 3.11
 NOT_ON_LAMBDA := uvicorn uvloop httptools watchfiles websockets python-dotenv click h11 pyyaml tqdm \
-	botocore python-dateutil six colorama
+	prometheus-client botocore python-dateutil six colorama
 LAMBDA_LOCK = $(UV) pip compile pyproject.toml --quiet --generate-hashes --python-version $(LAMBDA_PYTHON_VERSION) \
 	--constraint requirements-dev.txt --custom-compile-command "make lock" --no-strip-markers
 # $(call lock_lambda,output,extras,excluded packages)

@@ -17,6 +17,7 @@ class ErrorCode(StrEnum):
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     NOT_FOUND = "NOT_FOUND"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
     UNAVAILABLE = "UNAVAILABLE"
@@ -65,6 +66,12 @@ class ModelNotFound(V2Error):
             f"Request for unknown model: '{name}' version {version} is not found; "
             f"available versions: {', '.join(versions)}"
         )
+
+
+class Forbidden(V2Error):
+    """A request for something this server may not touch (an S3 location outside the configured prefixes)."""
+
+    code = ErrorCode.PERMISSION_DENIED
 
 
 class PayloadTooLarge(V2Error):

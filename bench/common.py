@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,16 +25,14 @@ def p50_ms(function: Callable[[], object], repeat: int, warmup: int = 20) -> flo
 
 @contextmanager
 def oip_server(port: int, env: dict[str, str] | None = None) -> Iterator[str]:
-    """``oip serve`` in a child process (no access log), yielding its base URL."""
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--no-access-log",
-               "--log-level", "warning"]  # fmt: skip
-    with subprocess.Popen(command, env={**os.environ, **(env or {})}) as process:
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_live(url, process)
-            yield url
-        finally:
-            process.terminate()
+    """``oip serve`` in a child process (no access log) until it is live, yielding its base URL (tests/servers.py:
+    its output in a file, shown when it fails to start)."""
+    from tests.servers import environment, http_ok, running, serve_command
+
+    url = f"http://127.0.0.1:{port}"
+    command = serve_command("--port", str(port), "--no-access-log", "--log-level", "warning")
+    with running("oip serve", command, lambda _: http_ok(f"{url}/v2/health/live"), env=environment(env)):
+        yield url
 
 
 def wait_until_live(url: str, process: subprocess.Popen[bytes], what: str = "server") -> None:

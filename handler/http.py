@@ -27,12 +27,15 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 from aws_lambda_powertools import Logger  # noqa: E402
 from mangum import Mangum  # noqa: E402
 
+from adapters.deadline import bound  # noqa: E402
 from handler.batch.routing import batch_event_kind  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
+from handler.protocol.deadline import lambda_deadline  # noqa: E402
 from handler.protocol.settings import LambdaSettings, Settings  # noqa: E402
-from handler.rest.app import create_app  # noqa: E402
+from handler.protocol.status import status_of  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
+from handler.rest.serving import create_serving_app  # noqa: E402
 from handler.runtime import container  # noqa: E402
 from handler.runtime.loop import event_loop, run  # noqa: E402
 from handler.runtime.memory import keep_freed_memory  # noqa: E402
@@ -61,9 +64,10 @@ def _sampler(settings: Settings) -> RequestLogSampler | None:
 
 sampler = _sampler(settings)
 telemetry = PowertoolsTelemetry(sampler, tracing=lambda_settings.tracing)
-app = create_app(container.dataplane(), settings, telemetry)
+app = create_serving_app(container.dataplane(), settings, telemetry)
 mangum = Mangum(app, lifespan="off")
 max_body_bytes = settings.max_body_bytes
+deadline_margin_ms = settings.deadline_margin_ms
 
 
 def _warm() -> None:
@@ -89,6 +93,7 @@ if lambda_settings.warm_up:
     _warm()
 
 gc.freeze()  # init's objects stay for the container's life: later collections skip them
+telemetry.initialised()  # the init's duration, on the first invocation's metrics line
 if _collecting:
     gc.enable()
 
@@ -142,5 +147,13 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     # one key we add per invocation (the correlation id) is set anew each time, None included (tests/component/
     # test_lambda_http.py checks that one invocation's id never reaches the next one's lines).
     invocation_keys(event, context, _correlation_id(event))  # the event as it came, also when it is logged
+    # Every request's work ends OIP_DEADLINE_MARGIN_MS before the function's timeout: the backends read the deadline
+    # (adapters/deadline.py) in the task Mangum starts, which copies this context, and answer 504 once it passes.
+    deadline = lambda_deadline(context, deadline_margin_ms)
+    if deadline is not None and deadline.remaining() <= 0:
+        expired = deadline.error()
+        logger.warning("event refused", extra={"status": status_of(expired), "reason": expired.message})
+        return error_response(event, MalformedEvent(expired.message, status_of(expired)))
     event_loop()  # Mangum runs the app on the thread's current loop: make sure there is one
-    return mangum(strip_stage(accepted), context)
+    with bound(deadline):
+        return mangum(strip_stage(accepted), context)

@@ -16,13 +16,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.util import find_spec
 
-from fastapi import FastAPI
+from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
+from handler.observability.serving import serving_telemetry
 from handler.observability.telemetry import Telemetry
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
-from handler.rest.app import create_app
+from handler.rest.serving import create_serving_app
 from handler.runtime.container import build_dataplane
 from handler.runtime.memory import keep_freed_memory
 
@@ -74,14 +75,18 @@ async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 def build_app(
-    settings: Settings | None = None, telemetry: Telemetry | None = None, lifespan: Lifespan[FastAPI] | None = None
-) -> FastAPI:
+    settings: Settings | None = None, telemetry: Telemetry | None = None, lifespan: Lifespan[Starlette] | None = None
+) -> Starlette:
     """The V2 app for ``settings`` (from the environment when None), models already loaded."""
     settings = settings or Settings.from_env()
-    return create_app(build_dataplane(settings), settings, telemetry, lifespan)
+    dataplane = build_dataplane(settings)
+    telemetry = telemetry or serving_telemetry(settings, dataplane)
+    app = create_serving_app(dataplane, settings, telemetry, lifespan)
+    app.state.telemetry = telemetry  # the gRPC server's too (_grpc_lifespan)
+    return app
 
 
-def app_from_env() -> FastAPI:
+def app_from_env() -> Starlette:
     """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked."""
     settings = Settings.from_env()
     keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
@@ -89,13 +94,13 @@ def app_from_env() -> FastAPI:
     return build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
 
 
-def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[FastAPI]:
-    """A lifespan (FastAPI's ``lifespan=``) that serves the V2 gRPC API at ``address`` while the app runs."""
+def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:
+    """A lifespan (Starlette's ``lifespan=``) that serves the V2 gRPC API at ``address`` while the app runs."""
     from handler.grpc.server import build_server
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        server = build_server(app.state.dataplane, settings, address)
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        server = build_server(app.state.dataplane, settings, address, app.state.telemetry)
         await server.start()
         try:
             yield

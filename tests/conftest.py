@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import threading
-import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
 from tests import onnx_models
+from tests.servers import LiveServer
 
-# `oip serve` started by a test runs one worker (its statistics and sessions in one process) unless the test
-# asks for more; tests/component/test_serve_workers.py covers --workers.
-os.environ.setdefault("OIP_WORKERS", "1")
+__all__ = ["LiveServer", "free_port"]
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
 
@@ -40,7 +36,7 @@ def build_test_repository(root: Path) -> Path:
     onnx_models.save(onnx_models.identity("FP32", [-1]), root, "versioned", version=3)
     onnx_models.save(onnx_models.fixed_reshape(), root, "fixed_reshape")
     onnx_models.save(onnx_models.identity("FP32", [-1, 3]), root, "batched", config="max_batch_size: 4\n")
-    onnx_models.save(onnx_models.identity("BYTES", [-1]), root, "raw_bytes")
+    onnx_models.save(onnx_models.identity("BYTES", [1]), root, "raw_bytes")
     corrupt = root / "corrupt" / "1"
     corrupt.mkdir(parents=True)
     (corrupt / "model.onnx").write_bytes(b"this is not an onnx file")
@@ -70,34 +66,11 @@ def demo_client() -> Iterator[TestClient]:
 
 
 def free_port() -> int:
+    """A loopback port that nothing listened on a moment ago, for clients that must find no server there. A server
+    gets its port from tests/servers.py (``HeldPort``, or port 0), never from here."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-class LiveServer:
-    """A real uvicorn server on 127.0.0.1 in a background thread."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +79,26 @@ def live_server(app: FastAPI) -> Iterator[LiveServer]:
     server.start()
     yield server
     server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """How many tests each module ran (by outcome where not all passed), so that the count says what is tested;
+    and the seed of the random order (pytest-randomly), even under ``-q``."""
+    outcomes: dict[str, str] = {}
+    for outcome in ("passed", "xpassed", "skipped", "xfailed", "error", "failed"):  # a later outcome wins
+        for report in terminalreporter.stats.get(outcome, []):
+            if nodeid := getattr(report, "nodeid", ""):
+                outcomes[nodeid] = outcome
+    modules: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    for nodeid, outcome in outcomes.items():
+        modules[nodeid.split("::")[0]][outcome] += 1
+    if not modules:
+        return
+    terminalreporter.section("tests per module")
+    for module, counts in sorted(modules.items()):
+        outcomes_text = ", ".join(f"{count} {outcome}" for outcome, count in sorted(counts.items()))
+        detail = "" if set(counts) == {"passed"} else f"  ({outcomes_text})"
+        terminalreporter.write_line(f"{sum(counts.values()):5d}  {module}{detail}")
+    seed = getattr(config.option, "randomly_seed", None) if config.pluginmanager.has_plugin("randomly") else None
+    if isinstance(seed, int):
+        terminalreporter.write_line(f"random order: -p randomly --randomly-seed={seed} repeats it")

@@ -15,6 +15,7 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
+from adapters import deadline as deadlines
 from adapters.datatypes import from_config_type
 from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported, V2Error
 from adapters.onnx.messages import public_message
@@ -298,20 +299,34 @@ class OnnxBackend:
         batched = metadata.max_batch_size > 0
         return metadata, wanted, {tensor.name: self._feed(tensor, batched) for tensor in call.inputs}
 
-    def _run(self, wanted: Sequence[str], feeds: Mapping[str, np.ndarray]) -> list[Any]:
+    def _run(
+        self, wanted: Sequence[str], feeds: Mapping[str, np.ndarray], deadline: deadlines.Deadline | None = None
+    ) -> list[Any]:
         """One ``session.run``, its errors translated and its duration averaged (``wanted`` and ``feeds`` as
-        onnxruntime takes them: a list and a dict, which every caller makes anew)."""
+        onnxruntime takes them: a list and a dict, which every caller makes anew); stopped at ``deadline``, whose
+        error it then raises."""
         session = self._loaded()[0]
         run_started = time.perf_counter_ns()
+        watch = None
+        if deadline is not None:
+            deadline.check()
+            from adapters.onnx.watchdog import WATCHDOG
+
+            watch = WATCHDOG.watch(ort.RunOptions(), deadline.at)
         try:
-            arrays = session.run(wanted, feeds)  # type: ignore[arg-type]
+            arrays = session.run(wanted, feeds, None if watch is None else watch.options)  # type: ignore[arg-type]
         except Exception as exc:  # translated by the table, or raised as it is
+            if watch is not None and watch.fired and deadline is not None:
+                raise deadline.error() from None
             error = run_error(exc, self.name)
             if error is None:
                 raise
             if isinstance(error, InternalError):
                 logger.error("model %s version %s failed while running: %s", self.name, self.version, exc)
             raise error from None
+        finally:
+            if watch is not None:
+                watch.done()
         # Wall time, not the process's CPU time: clock_gettime(CLOCK_PROCESS_CPUTIME_ID) sums every thread's
         # (onnxruntime's pool too) and cost a third of a small Lambda invocation. running_estimate damps stalls.
         elapsed_ns = time.perf_counter_ns() - run_started
@@ -333,7 +348,7 @@ class OnnxBackend:
         started = time.perf_counter_ns()
         metadata, wanted, feeds = self._prepare(call)
         run_started = time.perf_counter_ns()
-        arrays = self._run(wanted, feeds)
+        arrays = self._run(wanted, feeds, deadlines.current())
         run_ended = time.perf_counter_ns()
         outputs = self._outputs(metadata, wanted, arrays)
         first = call.inputs[0].shape
@@ -345,17 +360,22 @@ class OnnxBackend:
 
     async def infer(self, call: InferCall) -> InferResult:
         """Run inline when the model is fast, else in a worker thread (onnxruntime releases the GIL); with
-        dynamic batching, validate the request alone, then let the batcher merge it with concurrent ones."""
+        dynamic batching, validate the request alone, then let the batcher merge it with concurrent ones, within
+        its queue policy and its ``priority`` and ``timeout`` parameters. Without a queue (Triton ignores a
+        ``timeout`` there), the request's ``timeout`` bounds its run as its deadline does."""
         batcher = self._batcher
+        parameters = call.parameters
+        timeout_us = deadlines.request_timeout_us(parameters) if deadlines.TIMEOUT in parameters else 0
         if batcher is not None:
             started = time.perf_counter_ns()
+            priority = deadlines.request_priority(parameters) if deadlines.PRIORITY in parameters else 0
             metadata, wanted, feeds = self._prepare(call)
             from adapters.onnx.batcher import batch_key  # loaded with the batcher: a dictionary look-up
 
             key = batch_key(feeds, wanted)
             if key is not None:
                 prepared = time.perf_counter_ns()
-                outcome = await batcher.submit(feeds, wanted, key)
+                outcome = await batcher.submit(feeds, wanted, key, priority, timeout_us, call.id)
                 finishing = time.perf_counter_ns()
                 outputs = self._outputs(metadata, wanted, outcome.arrays)
                 execution = replace(
@@ -364,6 +384,12 @@ class OnnxBackend:
                     compute_output_ns=outcome.execution.compute_output_ns + time.perf_counter_ns() - finishing,
                 )
                 return InferResult(self.name, self.version, outputs, call.id, execution=execution)
+        if timeout_us:
+            with deadlines.bound(deadlines.after(timeout_us / 1e6, deadlines.TIMEOUT)):
+                return await self._infer_now(call)
+        return await self._infer_now(call)
+
+    async def _infer_now(self, call: InferCall) -> InferResult:
         if self._inline():
             return self.infer_sync(call)
         return await anyio.to_thread.run_sync(self.infer_sync, call)

@@ -10,11 +10,24 @@ meanwhile queue for the next one. Requests merge only when their inputs concaten
 non-batch dimensions) and they ask for the same outputs. If a merged run fails, each of its requests runs alone,
 so errors stay with the request that caused them. ``preserve_ordering`` needs nothing: every request has its own
 response.
+
+Triton's queue policy (``ModelQueuePolicy``, docs/user_guide/model_configuration.md "Queue Policy"), as Triton 2.51
+answers it: a request over its level's ``max_queue_size`` (the requests waiting, not the batch running) is refused
+at once, 503 / UNAVAILABLE ``[request id: <id>] Exceeds maximum queue size``. A request waits at most its level's
+``default_timeout_microseconds``, or its own ``timeout`` parameter where ``allow_timeout_override`` lets it (only
+shorter than a default timeout; with no default, any); then ``REJECT`` answers ``Request timeout expired`` (503) at
+that moment, not once the running batch ends, and ``DELAY`` moves it behind the requests of its level that have
+not timed out. Requests are taken by priority level (1 first, ``priority`` 0 or above ``priority_levels`` meaning
+``default_priority_level``), then delayed or not, then in arrival order. A request whose deadline
+(adapters/deadline.py) passes while it waits is answered at that moment and never runs; one whose deadline
+passes while its batch runs is answered at that moment too, and its share of the run is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -24,25 +37,78 @@ from typing import Any
 import anyio.to_thread
 import numpy as np
 
-from adapters.errors import InternalError
+from adapters import deadline as deadlines
+from adapters.errors import ErrorCode, InternalError, V2Error
 from adapters.types import Execution
 
 #: Runs the model: (output names, feeds) -> output arrays, raising V2Error on failure; thread-safe.
 RunModel = Callable[[Sequence[str], Mapping[str, np.ndarray]], Sequence[Any]]
 
 
+class QueueFull(V2Error):
+    """A request over its queue's ``max_queue_size``: refused at once (503 / UNAVAILABLE), in Triton's words."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """One priority level's ``ModelQueuePolicy``: its timeout (ns, 0: none), what a timeout does, its bound."""
+
+    delay: bool = False  # timeout_action DELAY (else REJECT)
+    timeout_ns: int = 0
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0  # 0: unbounded
+
+    @classmethod
+    def from_config(cls, policy: Any) -> QueuePolicy:
+        """From a parsed ``ModelQueuePolicy`` message."""
+        return cls(
+            int(policy.timeout_action) == 1,  # ModelQueuePolicy.TimeoutAction: REJECT = 0, DELAY = 1
+            int(policy.default_timeout_microseconds) * 1000,
+            bool(policy.allow_timeout_override),
+            max(int(policy.max_queue_size), 0),
+        )
+
+    def timeout(self, requested_us: int) -> int:
+        """How long (ns) a request asking for ``requested_us`` (0: nothing) may wait; 0 for no limit."""
+        requested = requested_us * 1000
+        if requested and self.allow_timeout_override and (not self.timeout_ns or requested < self.timeout_ns):
+            return requested
+        return self.timeout_ns
+
+
 @dataclass(frozen=True, slots=True)
 class BatchingPolicy:
-    """A model's ``dynamic_batching`` settings (delay in ns; preferred sizes within ``max_batch_size``)."""
+    """A model's ``dynamic_batching`` settings (delay in ns; preferred sizes within ``max_batch_size``) and its
+    queue policy: priority levels (1 the first; 0 levels: one), the default level and each level's policy."""
 
     max_batch_size: int
     max_queue_delay_ns: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
+    priority_levels: int = 0
+    default_priority: int = 0
+    default_queue: QueuePolicy = QueuePolicy()
+    queues: tuple[tuple[int, QueuePolicy], ...] = ()  # per-level policies (priority_queue_policy)
 
     @property
     def largest(self) -> int:
         """The largest batch formed from several requests: Triton's largest preferred size, else the maximum."""
         return self.preferred_batch_sizes[-1] if self.preferred_batch_sizes else self.max_batch_size
+
+    def level(self, requested: int) -> int:
+        """The priority level of a request asking for ``requested``: Triton's default for 0 or one above the
+        levels there are."""
+        if requested == 0 or requested > self.priority_levels:
+            return self.default_priority
+        return requested
+
+    def queue(self, level: int) -> QueuePolicy:
+        """The queue policy of a priority level."""
+        for key, policy in self.queues:
+            if key == level:
+                return policy
+        return self.default_queue
 
     @classmethod
     def from_config(cls, config: Any) -> BatchingPolicy | None:
@@ -51,7 +117,19 @@ class BatchingPolicy:
             return None
         dynamic, largest = config.dynamic_batching, int(config.max_batch_size)
         preferred = sorted({int(size) for size in dynamic.preferred_batch_size if 0 < int(size) <= largest})
-        return cls(largest, int(dynamic.max_queue_delay_microseconds) * 1000, tuple(preferred))
+        levels = int(dynamic.priority_levels)
+        default = min(max(int(dynamic.default_priority_level), 1), levels) if levels else 0
+        by_level = dynamic.priority_queue_policy
+        queues = tuple(sorted((int(level), QueuePolicy.from_config(policy)) for level, policy in by_level.items()))
+        return cls(
+            largest,
+            int(dynamic.max_queue_delay_microseconds) * 1000,
+            tuple(preferred),
+            levels,
+            default,
+            QueuePolicy.from_config(dynamic.default_queue_policy),
+            queues,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +149,9 @@ def batch_key(feeds: Mapping[str, np.ndarray], wanted: Sequence[str]) -> Hashabl
     return tuple(wanted), tuple(sorted((name, array.dtype.str, array.shape[1:]) for name, array in feeds.items()))
 
 
+_arrivals = itertools.count()
+
+
 @dataclass(slots=True)
 class _Pending:
     feeds: Mapping[str, np.ndarray]
@@ -79,6 +160,13 @@ class _Pending:
     size: int
     enqueued_ns: int
     future: asyncio.Future[Outcome]
+    #: Where it stands in the queue: (priority level, delayed, arrival).
+    order: tuple[int, bool, int] = (0, False, 0)
+    #: What happens when its queue timeout passes: "reject", "delay" or nothing ("").
+    on_timeout: str = ""
+    deadline: deadlines.Deadline | None = None
+    timer: asyncio.TimerHandle | None = None
+    queued: bool = True
 
 
 @dataclass(slots=True)
@@ -92,6 +180,7 @@ class _Queue:
     task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
     timed: _Pending | None = None  # the request whose delay the timer counts
+    running: bool = False  # a batch is running: every request in ``items`` waits for the next one
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -129,15 +218,43 @@ class Batcher:
         self._inline = inline
         self._queue: _Queue | None = None
 
-    async def submit(self, feeds: Mapping[str, np.ndarray], wanted: Sequence[str], key: Hashable) -> Outcome:
-        """Queue one validated request (``key`` from ``batch_key``) and wait for its share of a run."""
+    async def submit(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        wanted: Sequence[str],
+        key: Hashable,
+        priority: int = 0,
+        timeout_us: int = 0,
+        request_id: str | None = None,
+    ) -> Outcome:
+        """Queue one validated request (``key`` from ``batch_key``; ``priority`` and ``timeout_us``: its Triton
+        parameters, 0 when not given) and wait for its share of a run. QueueFull when its level's queue is full;
+        the deadline's error, or Triton's timeout, when either passes first."""
         loop = asyncio.get_running_loop()
         queue = self._queue
         if queue is None or queue.loop is not loop:
             queue = self._queue = _Queue(loop)
+        deadline = deadlines.current()
+        if deadline is not None:
+            deadline.check()
+        policy = self.policy
+        level = policy.level(priority)
+        rules = policy.queue(level)
+        if rules.max_queue_size and _waiting(queue, level) >= rules.max_queue_size:
+            raise QueueFull(f"[request id: {request_id or '<id_unknown>'}] Exceeds maximum queue size")
         size = next(iter(feeds.values())).shape[0]
-        pending = _Pending(feeds, wanted, key, size, time.perf_counter_ns(), loop.create_future())
-        queue.items.append(pending)
+        now = time.perf_counter_ns()
+        pending = _Pending(feeds, wanted, key, size, now, loop.create_future(), (level, False, next(_arrivals)))
+        timeout_ns = rules.timeout(timeout_us)
+        if timeout_ns:
+            pending.on_timeout = "delay" if rules.delay else "reject"
+        pending.deadline = deadline
+        if queue.items and queue.items[-1].order > pending.order:
+            bisect.insort(queue.items, pending, key=_order)
+        else:
+            queue.items.append(pending)
+        if timeout_ns or deadline is not None:
+            _arm(queue, pending, now + timeout_ns if timeout_ns else 0)
         queue.wake()
         if queue.task is None or queue.task.done():
             queue.task = loop.create_task(self._dispatch(queue))
@@ -182,6 +299,7 @@ class Batcher:
                 queue.items[:] = [item for item in queue.items if not item.future.done()]  # drop cancelled requests
                 batch, wait_s = self._form(queue.items, time.perf_counter_ns()) if queue.items else ([], 0.0)
                 if not batch:
+                    queue.running = False
                     _answer(finished)
                     finished = None
                     if not queue.items:
@@ -195,6 +313,9 @@ class Batcher:
                     continue
                 queue.disarm()
                 del queue.items[: len(batch)]
+                for item in batch:
+                    item.queued = False
+                queue.running = True
                 if self._inline():
                     _answer(finished)
                     finished = (batch, self._execute(batch))
@@ -207,7 +328,9 @@ class Batcher:
                     _answer(finished)
                     finished = None
                 finished = (batch, await running)
+                queue.running = False
         finally:
+            queue.running = False
             _answer(finished)
             queue.disarm()
 
@@ -253,6 +376,8 @@ class Batcher:
 def _answer(finished: tuple[list[_Pending], list[Outcome | Exception]] | None) -> None:
     """Resolve each request of a finished run (if any) with its outcome; cancelled ones are skipped."""
     for item, outcome in zip(*(finished or ((), ())), strict=True):
+        if item.timer is not None:
+            item.timer.cancel()
         if item.future.done():
             continue
         if isinstance(outcome, Outcome):
@@ -273,3 +398,59 @@ def _signal(started: asyncio.Future[None]) -> Callable[[], None]:
         loop.call_soon_threadsafe(resolve)
 
     return signal
+
+
+def _order(item: _Pending) -> tuple[int, bool, int]:
+    return item.order
+
+
+def _waiting(queue: _Queue, level: int) -> int:
+    """The requests of ``level`` that wait for a run (Triton's queue size): all of them while a batch runs; when
+    the model is idle, the one at the head goes at once."""
+    waiting = sum(1 for item in queue.items if item.order[0] == level and not item.future.done())
+    return waiting if queue.running or not waiting else waiting - 1
+
+
+def _arm(queue: _Queue, item: _Pending, timeout_at_ns: int) -> None:
+    """Time ``item``'s queue timeout (``timeout_at_ns``, perf_counter ns; 0: none) and its deadline, whichever
+    comes first; ``_expire`` acts when it rings."""
+    moments = [timeout_at_ns / 1e9 - time.perf_counter()] if timeout_at_ns and item.queued else []
+    if item.deadline is not None:
+        moments.append(item.deadline.remaining())
+    if moments:
+        item.timer = queue.loop.call_later(max(min(moments), 0.0), _expire, queue, item, timeout_at_ns)
+
+
+def _expire(queue: _Queue, item: _Pending, timeout_at_ns: int) -> None:
+    """A request's timer rang: past its deadline it is answered with the deadline's error (taken out of the queue
+    if it waits, its share of a running batch dropped); past its queue timeout while it waits, ``REJECT`` answers
+    Triton's timeout and ``DELAY`` moves it behind its level's requests that have not timed out."""
+    item.timer = None
+    if item.future.done():
+        return
+    if item.deadline is not None and item.deadline.remaining() <= 0:
+        if item.queued:
+            _remove(queue, item)
+        item.future.set_exception(item.deadline.error())
+        return
+    if item.queued and item.on_timeout and time.perf_counter_ns() >= timeout_at_ns:
+        _remove(queue, item)
+        if item.on_timeout == "reject":
+            item.future.set_exception(deadlines.RequestTimeout(deadlines.TIMEOUT_EXPIRED))
+            return
+        item.on_timeout = ""
+        item.order = (item.order[0], True, item.order[2])
+        bisect.insort(queue.items, item, key=_order)
+        queue.wake()
+        timeout_at_ns = 0
+    _arm(queue, item, timeout_at_ns)
+
+
+def _remove(queue: _Queue, item: _Pending) -> None:
+    try:
+        queue.items.remove(item)
+    except ValueError:
+        return
+    if queue.timed is item:  # the batch window it opened closes with it
+        queue.disarm()
+        queue.wake()

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from adapters import deadline as deadlines
 from adapters.errors import Unsupported
 from adapters.triton.client import TritonClient
 from adapters.triton.passthrough import Forwarded, TritonPassthrough
@@ -94,7 +95,11 @@ class TritonBackend:
     async def infer(self, call: InferCall) -> InferResult:
         """Forward one inference (never retried: it is not known to be idempotent)."""
         inputs, outputs = self._inputs(call), self._outputs(call)
-        result, response = await self.client.infer(self.route.remote_name, self.version, inputs, outputs, call.id or "")
+        parameters = call.parameters
+        priority, timeout_us = deadlines.request_priority(parameters), deadlines.request_timeout_us(parameters)
+        result, response = await self.client.infer(
+            self.route.remote_name, self.version, inputs, outputs, call.id or "", priority, timeout_us
+        )
         tensors = []
         for entry in response.get("outputs", []):
             array = result.as_numpy(entry["name"])

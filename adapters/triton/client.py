@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from adapters import deadline as deadlines
 from adapters.errors import (
     InvalidInput,
     ModelNotFound,
@@ -121,6 +122,21 @@ class TritonClient:
         self._deadline: dict[str, Any] = {"client_timeout": settings.request_timeout} if self._grpc else {}
         #: Keyword arguments of a call answering a document: JSON (the gRPC client answers protobuf otherwise).
         self._document: dict[str, Any] = {"as_json": True, **self._deadline} if self._grpc else {}
+        #: ``inject(headers)``: OpenTelemetry's propagator, adding the current trace's W3C headers (``trace_context``).
+        self._inject: Callable[[dict[str, str]], None] | None = None
+        if settings.trace_context:
+            from opentelemetry.propagate import inject
+
+            self._inject = inject
+
+    def call_headers(self) -> dict[str, str]:
+        """The headers of one inference call: the configured ones (a copy: tritonclient adds its own to the dict it
+        is given) and, with ``trace_context``, the current span's ``traceparent`` and ``tracestate``, so that Triton
+        continues the caller's trace (HTTP headers; gRPC metadata through tritonclient's ``headers=``)."""
+        headers = dict(self.settings.headers)
+        if self._inject is not None:
+            self._inject(headers)
+        return headers
 
     def _connect(self) -> Any:
         if self._client is None:
@@ -182,14 +198,17 @@ class TritonClient:
             return UpstreamError(f"Triton failed {what}: {words}")
         return kind(words)  # Triton's own word on the request: passed on as it is
 
-    async def _call(self, what: str, make: Callable[[Any], Awaitable[T]], idempotent: bool = True) -> T:
-        """Run one client call within the request timeout; retry idempotent calls on unavailability."""
+    async def _call(
+        self, what: str, make: Callable[[Any], Awaitable[T]], idempotent: bool = True, timeout: float | None = None
+    ) -> T:
+        """Run one client call within the request timeout (or ``timeout`` s, which a gRPC ``make`` passes itself);
+        retry idempotent calls on unavailability."""
         attempts = 1 + (self.settings.retries if idempotent else 0)
         for attempt in range(attempts):
             try:
                 if self._grpc:  # the call carries its deadline
                     return await make(self._connect())
-                return await asyncio.wait_for(make(self._connect()), self.settings.request_timeout)
+                return await asyncio.wait_for(make(self._connect()), timeout or self.settings.request_timeout)
             except Exception as exc:  # translated by the table, or raised as it is
                 error = self.translate(exc, what)
                 if error is None:
@@ -261,21 +280,47 @@ class TritonClient:
         return dict(document.get("config", document))
 
     async def infer(
-        self, name: str, version: str, inputs: list[Any], outputs: list[Any] | None, request_id: str
+        self,
+        name: str,
+        version: str,
+        inputs: list[Any],
+        outputs: list[Any] | None,
+        request_id: str,
+        priority: int = 0,
+        timeout_us: int = 0,
     ) -> tuple[Any, dict[str, Any]]:
         """One inference (never retried: it is not known to be idempotent): tritonclient's result and its
-        response document."""
-        result = await self._call(
-            f"inference on '{name}'",
-            lambda c: c.infer(
-                name,
-                inputs,
-                model_version=version,
-                outputs=outputs,
-                request_id=request_id,
-                headers=dict(self.settings.headers),  # a copy: tritonclient adds its own to the dict it is given
-                **self._deadline,
-            ),
-            idempotent=False,
-        )
+        response document. ``priority`` and ``timeout_us`` (0: none) are the request's Triton parameters. Within
+        the request's deadline (adapters/deadline.py), the call waits at most what is left of it and Triton's
+        ``timeout`` parameter is at most that too, so Triton drops a request nobody will read the answer to."""
+        deadline = deadlines.current()
+        waited, triton_timeout = self.settings.request_timeout, timeout_us or None
+        if deadline is not None:
+            left = deadline.remaining()
+            if left <= 0:
+                raise deadline.error()
+            waited = min(waited, left)
+            triton_timeout = min(triton_timeout or 1 << 62, max(int(left * 1e6), 1))
+        limit = {"client_timeout": waited} if self._grpc else {}
+        try:
+            result = await self._call(
+                f"inference on '{name}'",
+                lambda c: c.infer(
+                    name,
+                    inputs,
+                    model_version=version,
+                    outputs=outputs,
+                    request_id=request_id,
+                    priority=priority,
+                    timeout=triton_timeout,
+                    headers=self.call_headers(),
+                    **limit,
+                ),
+                idempotent=False,
+                timeout=waited,
+            )
+        except UpstreamTimeout:
+            if deadline is not None and deadline.remaining() <= 0:
+                raise deadline.error() from None
+            raise
         return result, result.get_response(as_json=True) if self._grpc else result.get_response()

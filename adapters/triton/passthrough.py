@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import orjson
 
-from adapters.errors import V2Error
+from adapters import deadline as deadlines
+from adapters.errors import UpstreamTimeout, V2Error
 from adapters.triton.client import TritonClient
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "Inference-Header-Content-Length"
@@ -89,12 +90,15 @@ class TritonPassthrough:
         what = f"inference on '{model}'"
         try:
             status, header_length, content = await self._post(
-                self.url(model, version), body, {**self.settings.headers, **headers}
+                self.url(model, version), body, {**self.client.call_headers(), **headers}
             )
         except Exception as exc:  # transport failures: translated as tritonclient's are; anything else propagates
             error = self.client.translate(exc, what)
             if error is None:
                 raise
+            deadline = deadlines.current()
+            if isinstance(error, UpstreamTimeout) and deadline is not None and deadline.remaining() <= 0:
+                raise deadline.error() from None
             if error.retry_after is not None:
                 await self.reset()
             raise error from None
@@ -104,10 +108,22 @@ class TritonPassthrough:
         return Forwarded(content, header_length, _model_version(header))
 
     async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, int | None, bytes]:
-        async with self._connect().post(url, data=body, headers=headers) as response:
+        deadline = deadlines.current()  # what is left of the request's deadline bounds the call
+        limit = {} if deadline is None else {"timeout": self._timeout(deadline)}
+        async with self._connect().post(url, data=body, headers=headers, **limit) as response:
             content = await response.read()
             length = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
             return response.status, int(length) if length is not None else None, content
+
+    def _timeout(self, deadline: deadlines.Deadline) -> Any:
+        """The session's timeouts with ``total`` at most what is left of ``deadline`` (its error once passed)."""
+        import aiohttp
+
+        left = deadline.remaining()
+        if left <= 0:
+            raise deadline.error()
+        total, connect = min(self.settings.request_timeout, left), self.settings.connect_timeout
+        return aiohttp.ClientTimeout(total=total, sock_connect=connect, ceil_threshold=float("inf"))
 
     def _error(self, status: int, content: bytes, what: str) -> V2Error:
         """Triton's error answer as tritonclient's HTTP client raises it (its ``error`` text, the status), then as

@@ -32,6 +32,8 @@ class TritonSettings:
     retry_after: float = 5.0
     #: REST inference bodies that need no decoding go to Triton as they are (HTTP protocol only).
     passthrough: bool = True
+    #: Pass the current OpenTelemetry trace on to Triton (W3C ``traceparent``, ``tracestate``) with each inference.
+    trace_context: bool = False
 
     @property
     def enabled(self) -> bool:

@@ -103,6 +103,12 @@ def add_connection_limits(serve: argparse.ArgumentParser) -> None:
         "(env OIP_MAX_CONNECTIONS; default: 1024)",
     )
     limits.add_argument(
+        "--max-inflight",
+        type=positive_int,
+        help="inference requests per worker in progress at once beyond which new ones get 503 with Retry-After "
+        "(env OIP_MAX_INFLIGHT; default: 64 per core plus twice the largest dynamic batch)",
+    )
+    limits.add_argument(
         "--max-header-bytes",
         type=positive_int,
         help="largest request line and headers; larger get 431 (env OIP_MAX_HEADER_BYTES; default: 32768, as nginx's "
@@ -141,6 +147,12 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=port_or_zero,
         help="also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc] "
         "(env OIP_GRPC_PORT; default: 0)",
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=port_or_zero,
+        help="serve Prometheus metrics (/metrics) on this port, 0 for off (env OIP_METRICS_PORT; default: 8002, "
+        "Triton's)",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="env OIP_LOG_LEVEL (default: info)")
     serve.add_argument(

@@ -18,6 +18,7 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from handler.cli.errors import CliError
@@ -35,6 +36,7 @@ CONNECTION_OPTIONS = {
     "max_connections": "OIP_MAX_CONNECTIONS",
     "max_header_bytes": "OIP_MAX_HEADER_BYTES",
     "max_headers": "OIP_MAX_HEADERS",
+    "max_inflight": "OIP_MAX_INFLIGHT",
 }
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
 logger = logging.getLogger(__name__)
@@ -72,6 +74,7 @@ def serve(args: argparse.Namespace) -> int:
         drain_timeout=args.drain_timeout,
         log_level=args.log_level,
         access_log=args.access_log,
+        metrics_port=getattr(args, "metrics_port", None),
         **{option: getattr(args, option, None) for option in CONNECTION_OPTIONS},
     )
     args.host, args.port = settings.platform.address(args.host, args.port)
@@ -79,10 +82,14 @@ def serve(args: argparse.Namespace) -> int:
     if settings.grpc_port:
         _grpc_server_builder()
     grpc_address = f"{args.host}:{settings.grpc_port}" if settings.grpc_port else None
-    # The workers' statistics counters live in files here, so a statistics request sums every worker's.
+    metrics_port = settings.metrics_port
+    # The workers' statistics counters live in files here, so a statistics request (and a scrape of the metrics
+    # endpoint) sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
         # Every worker builds its app from these settings (handler.server:app_from_env), inherited in its environment.
-        settings = replace(settings, grpc_address=grpc_address, stats_dir=stats_dir, workers=args.workers)
+        settings = replace(
+            settings, grpc_address=grpc_address, stats_dir=stats_dir, workers=args.workers, metrics_port=metrics_port
+        )
         export_to_workers(settings)
         import uvicorn
 
@@ -101,8 +108,41 @@ def serve(args: argparse.Namespace) -> int:
             timeout_keep_alive=settings.keep_alive_timeout,
         )
         sock = listen(config)
+        metrics = (
+            listen_metrics(args.host, metrics_port, stats_dir, (args.port, settings.grpc_port))
+            if metrics_port
+            else None
+        )
         import_without_collection(args.workers, config.http)
-        return run(config, sock)
+        return run(config, sock, metrics)
+
+
+@dataclass(frozen=True)
+class MetricsEndpoint:
+    """The Prometheus endpoint's listening socket, and the directory of the statistics counters it reads."""
+
+    sock: socket.socket
+    stats_dir: str
+
+
+def listen_metrics(host: str, port: int, stats_dir: str, others: tuple[int, int]) -> MetricsEndpoint:
+    """The metrics socket, bound and listening before the workers start. A port in use (or the HTTP or gRPC port,
+    ``others``) ends ``oip serve`` here with exit code 3, as the HTTP port's does, the default 8002 included: as
+    with Triton, whose metrics port taken stops it, a Prometheus scraping that port never silently gets another
+    server's metrics."""
+    from handler.observability.exporter import listen as listen_on
+
+    hint = "--metrics-port 0 turns metrics off, --metrics-port PORT moves them"
+    if port in others:
+        raise CliError(f"cannot serve metrics on {host}:{port}: it is the HTTP or gRPC port too ({hint})",
+                       STARTUP_FAILURE)  # fmt: skip
+    try:
+        sock = listen_on(host, port)
+    except OSError as exc:
+        raise CliError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} ({hint})", STARTUP_FAILURE
+        ) from None
+    return MetricsEndpoint(sock, stats_dir)
 
 
 def http_protocol() -> type[asyncio.Protocol] | str:
@@ -129,15 +169,20 @@ def listen(config: Config) -> socket.socket:
     return sock
 
 
-def run(config: Config, sock: socket.socket) -> int:
+def run(config: Config, sock: socket.socket, metrics: MetricsEndpoint | None = None) -> int:
     """Serve on the bound socket: ``config.workers`` forked workers under handler/cli/workers.py's supervisor, or,
-    with one worker, uvicorn's server here; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not start."""
+    with one worker, uvicorn's server here; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not start.
+    ``metrics``: the Prometheus endpoint, in a process of the supervisor's or, with one worker, a thread here."""
     import uvicorn
 
     if config.workers > 1:
         from handler.cli.workers import Workers
 
-        return Workers(config, [sock], config.workers).run()
+        return Workers(config, [sock], config.workers, metrics).run()
+    if metrics is not None:
+        from handler.observability.exporter import registry, serve_in_thread
+
+        serve_in_thread(metrics.sock, registry(metrics.stats_dir, os.getpid()))
     server = uvicorn.Server(config)
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[sock])

@@ -15,6 +15,10 @@ The supervisor, single-threaded, waits on its workers' sentinels and on the sign
 - SIGHUP: every worker is replaced by a fresh one (started first, then the old one drains); SIGTTIN one worker
   more, SIGTTOU one fewer (never below one): uvicorn's supervisor's signals. SIGUSR1, SIGUSR2 and SIGWINCH are
   caught and do nothing, as there.
+
+With a metrics port, one more process forked the same way serves the Prometheus endpoint
+(handler/observability/exporter.py), replaced when it dies and stopped last; a worker that ends keeps its
+statistics counters, and its pending requests are dropped (handler/protocol/statistics.py's ``retire``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Final
 
 import uvicorn
 
-from handler.cli.serve import STARTUP_FAILURE
+from handler.cli.serve import STARTUP_FAILURE, MetricsEndpoint
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 #: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).
@@ -45,13 +49,32 @@ KILL_MARGIN_SECONDS: Final = 10.0
 logger = logging.getLogger("uvicorn.error")
 
 
-def _serve(config: uvicorn.Config, sockets: list[socket.socket], wakeup: list[socket.socket]) -> None:
-    """A worker: the signal handling of a fresh interpreter, then uvicorn's server until it stops."""
+def _fresh(closed: list[socket.socket]) -> None:
+    """A forked child: the signal handling of a fresh interpreter, and the supervisor's sockets it does not use
+    closed."""
     signal.set_wakeup_fd(-1)
-    for end in wakeup:
+    for end in closed:
         end.close()
     for signum in SIGNALS:
         signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    # Blocked since before the fork (``_forked``): one sent to the child until now waited, and is handled as a
+    # fresh interpreter would.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def _forked(process: BaseProcess) -> None:
+    """Start ``process`` with the supervisor's signals blocked across the fork: a signal sent to the child before it
+    has reset its handlers (``_fresh``) would otherwise reach the supervisor's handler there and be lost."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _serve(config: uvicorn.Config, sockets: list[socket.socket], closed: list[socket.socket]) -> None:
+    """A worker: uvicorn's server until it stops."""
+    _fresh(closed)
     server = uvicorn.Server(config)
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=sockets)
@@ -59,11 +82,22 @@ def _serve(config: uvicorn.Config, sockets: list[socket.socket], wakeup: list[so
         sys.exit(STARTUP_FAILURE)
 
 
+def _export(metrics: MetricsEndpoint, closed: list[socket.socket], supervisor: int) -> None:
+    """The metrics process: the Prometheus endpoint until SIGTERM."""
+    from handler.observability.exporter import run_exporter
+
+    _fresh(closed)
+    run_exporter(metrics.sock, metrics.stats_dir, supervisor)
+
+
 class Workers:
     """Fork ``count`` workers serving ``config`` on ``sockets``, keep them running, stop them on a signal."""
 
-    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], count: int) -> None:
-        self.config, self.sockets, self.count = config, sockets, count
+    def __init__(
+        self, config: uvicorn.Config, sockets: list[socket.socket], count: int, metrics: MetricsEndpoint | None = None
+    ) -> None:
+        self.config, self.sockets, self.count, self.metrics = config, sockets, count, metrics
+        self.exporter: BaseProcess | None = None
         self.context = multiprocessing.get_context("fork")
         self.processes: list[BaseProcess] = []
         self.retired: list[BaseProcess] = []  # replaced (SIGHUP) or dropped (SIGTTOU), still draining
@@ -83,8 +117,10 @@ class Workers:
             logger.info("Started parent process [%d]", os.getpid())
             for _ in range(self.count):
                 self.processes.append(self._start())
+            self._start_exporter()
             while not self.stopping:
-                wait([*(process.sentinel for process in [*self.processes, *self.retired]), self.wakeup[0]])
+                exporter = [self.exporter] if self.exporter is not None else []
+                wait([*(process.sentinel for process in [*self.processes, *self.retired, *exporter]), self.wakeup[0]])
                 with contextlib.suppress(BlockingIOError):
                     self.wakeup[0].recv(4096)
                 self._handle_signals()
@@ -103,9 +139,24 @@ class Workers:
         self.received.append(signum)
 
     def _start(self) -> BaseProcess:
-        process = self.context.Process(target=_serve, args=(self.config, self.sockets, list(self.wakeup)))
-        process.start()
+        closed = [*self.wakeup, *([self.metrics.sock] if self.metrics is not None else [])]
+        process = self.context.Process(target=_serve, args=(self.config, self.sockets, closed))
+        _forked(process)
         return process
+
+    def _start_exporter(self) -> None:
+        if self.metrics is not None:
+            closed = [*self.wakeup, *self.sockets]
+            self.exporter = self.context.Process(target=_export, args=(self.metrics, closed, os.getpid()))
+            _forked(self.exporter)
+
+    def _ended(self, process: BaseProcess) -> None:
+        """A worker that exited: joined, and the requests it never answered off the pending count."""
+        process.join()
+        if self.metrics is not None and process.pid is not None:
+            from handler.protocol.statistics import retire
+
+            retire(self.metrics.stats_dir, process.pid)
 
     def _handle_signals(self) -> None:
         while self.received and not self.stopping:
@@ -131,12 +182,17 @@ class Workers:
 
     def _replace_the_dead(self) -> None:
         for process in [p for p in self.retired if p.exitcode is not None]:
-            process.join()
+            self._ended(process)
             self.retired.remove(process)
+        if self.exporter is not None and self.exporter.exitcode is not None and not self.stopping:
+            self.exporter.join()
+            logger.info("Metrics process [%d] died (exit code %s): starting another.", self.exporter.pid,
+                        self.exporter.exitcode)  # fmt: skip
+            self._start_exporter()
         for index, process in enumerate(self.processes):
             if self.stopping or process.exitcode is None:
                 continue
-            process.join()
+            self._ended(process)
             if process.exitcode == STARTUP_FAILURE:
                 logger.error("Worker [%d] failed to start: stopping.", process.pid)
                 self.stopping, self.exit_code = True, STARTUP_FAILURE
@@ -165,4 +221,11 @@ class Workers:
             if process.exitcode is None:
                 logger.warning("Worker [%d] did not drain in time: killed.", process.pid)
                 process.kill()
-            process.join()
+            self._ended(process)
+        if self.exporter is not None:  # last: a scrape during the drain still answers
+            if self.exporter.exitcode is None:
+                self.exporter.terminate()
+            self.exporter.join(KILL_MARGIN_SECONDS)
+            if self.exporter.exitcode is None:
+                self.exporter.kill()
+                self.exporter.join()

@@ -10,12 +10,12 @@ the trip through its validators' code and data), and it is the same work on ever
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from adapters.errors import InvalidInput
-from handler.codecs.schemas import InferenceRequest
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 #: ``Dimension``'s bound: "representable as an unsigned 64-bit integer value".
 _U64_MAX: Final = 2**64 - 1
@@ -56,7 +56,12 @@ def envelope(document: dict[str, Any]) -> Envelope:
 
 
 def validated_envelope(document: dict[str, Any]) -> Envelope:
-    """The envelope as pydantic's ``InferenceRequest`` validates it; InvalidInput with its account of the errors."""
+    """The envelope as pydantic's ``InferenceRequest`` validates it; InvalidInput with its account of the errors.
+    pydantic is imported the first time a request needs it (most never do: ``plain_envelope``)."""
+    from pydantic import ValidationError
+
+    from handler.codecs.schemas import InferenceRequest
+
     try:
         request = InferenceRequest.model_validate(document)
     except ValidationError as exc:

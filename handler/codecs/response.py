@@ -12,6 +12,7 @@ from adapters.types import InferCall, InferResult
 from handler.codecs.binary_data import BINARY_DATA_SIZE, encode_binary_data
 from handler.codecs.ids import answer_id
 from handler.codecs.json_data import encode_json_data
+from handler.codecs.s3_references import STORED
 
 
 def binary_outputs(call: InferCall) -> dict[str, bool]:
@@ -28,7 +29,9 @@ def encode_infer_response(result: InferResult, call: InferCall) -> tuple[bytes, 
     for tensor in result.outputs:
         entry: dict[str, Any] = {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
         parameters = dict(tensor.parameters)
-        if explicit.get(tensor.name, default):
+        if tensor.data is STORED:  # written to S3: its parameters say where
+            pass
+        elif explicit.get(tensor.name, default):
             chunk = encode_binary_data(tensor.datatype, tensor.data)
             parameters[BINARY_DATA_SIZE] = len(chunk)
             chunks.append(chunk)

@@ -14,6 +14,7 @@ from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
 from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.json_data import decode_json_data
+from handler.codecs.s3_references import PENDING, S3_URI, SHM_REGION, STORED
 from handler.protocol.checks import (
     check_has_inputs,
     check_one_data_form,
@@ -69,12 +70,16 @@ def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCoun
     check_unique_inputs([item.name for item in request.inputs])
     check_unique_outputs([item.name for item in request.outputs])
     if raw and len(raw) != len(request.inputs):
-        raise InvalidInput(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs")
+        raw = _raw_beside_references(request, raw)
     tensors = []
     for index, item in enumerate(request.inputs):
         shape = tuple(int(d) for d in item.shape)
         check_tensor_header(item.name, item.datatype, shape, max_tensor_bytes)
         check_one_data_form(item.name, item.HasField("contents") and item.contents.ByteSize() > 0, bool(raw))
+        if item.parameters and _reference(item, raw, index):
+            parameters = {key: parameter_value(value) for key, value in item.parameters.items()}
+            tensors.append(Tensor(item.name, item.datatype, shape, PENDING, parameters))
+            continue
         if raw:
             data = decode_binary_data(item.name, item.datatype, shape, memoryview(raw[index]))
         else:
@@ -86,6 +91,30 @@ def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCoun
     )
     parameters = {key: parameter_value(value) for key, value in request.parameters.items()}
     return InferCall(tuple(tensors), outputs, request.id or None, parameters)
+
+
+def _is_reference(item: Any) -> bool:
+    region = item.parameters.get(SHM_REGION)
+    return S3_URI in item.parameters or (region is not None and region.string_param.startswith("s3://"))
+
+
+def _raw_beside_references(request: Any, raw: list[bytes]) -> list[bytes]:
+    """``raw_input_contents`` with an empty entry in the place of each input in S3 (the ``s3_tensors``
+    extension), which takes none, as Triton's inputs in shared memory take none; InvalidInput when the count still
+    differs."""
+    if len(raw) + sum(_is_reference(item) for item in request.inputs) == len(request.inputs):
+        entries = iter(raw)
+        return [b"" if _is_reference(item) else next(entries) for item in request.inputs]
+    raise InvalidInput(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs")
+
+
+def _reference(item: Any, raw: list[bytes], index: int) -> bool:
+    """Whether an input's data is in S3; InvalidInput when it has data here too."""
+    if not _is_reference(item):
+        return False
+    if (raw and raw[index]) or (item.HasField("contents") and item.contents.ByteSize() > 0):
+        raise InvalidInput(f"input '{item.name}' has its data twice: here, and in S3 ('{S3_URI}'); send one")
+    return True
 
 
 def set_parameter(parameter: Any, value: Any) -> None:
@@ -114,5 +143,6 @@ def encode_infer_response(result: InferResult, service_pb2: Any) -> Any:
         output.shape.extend(tensor.shape)
         for key, value in tensor.parameters.items():
             set_parameter(output.parameters[key], value)
-        response.raw_output_contents.append(encode_binary_data(tensor.datatype, tensor.data))
+        stored = tensor.data is STORED  # written to S3: its place kept empty, as Triton keeps a shared-memory one's
+        response.raw_output_contents.append(b"" if stored else encode_binary_data(tensor.datatype, tensor.data))
     return response

@@ -16,11 +16,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+from adapters.deadline import bound
 from adapters.errors import V2Error
 from handler.grpc.codec import decode_infer_request, encode_infer_response
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
+from handler.protocol.deadline import grpc_deadline
 from handler.protocol.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.protocol.status import GRPC_STATUS
@@ -69,10 +71,11 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
 
     inference = InferenceService(dataplane, settings, telemetry)
 
-    async def infer(request: Any) -> Any:
-        """A ``ModelInferRequest`` answered through the inference service, as a REST request is."""
+    async def infer(request: Any, context: Any) -> Any:
+        """A ``ModelInferRequest`` answered through the inference service, as a REST request is, within the call's
+        deadline."""
         name, version = request.model_name, request.model_version or None
-        with inference.observe(name, version) as observation:
+        with inference.observe(name, version) as observation, bound(grpc_deadline(context)):
             observation.bytes_in = request.ByteSize()
             with inference.span("decode"):
                 counts = inference.known_counts(name, version) or await inference.counts(name, version)
@@ -83,11 +86,11 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
             observation.bytes_out = response.ByteSize()
             return response
 
-    async def stream_answer(request: Any) -> Any:
+    async def stream_answer(request: Any, context: Any) -> Any:
         if is_malformed(request):
             return service_pb2.ModelStreamInferResponse(error_message=malformed_message("inference.ModelInferRequest"))
         try:
-            return service_pb2.ModelStreamInferResponse(infer_response=await infer(request))
+            return service_pb2.ModelStreamInferResponse(infer_response=await infer(request, context))
         except V2Error as exc:
             return service_pb2.ModelStreamInferResponse(error_message=exc.message)
         except Exception:
@@ -164,7 +167,7 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
             return json_format.ParseDict({"model_stats": documents}, service_pb2.ModelStatisticsResponse())
 
         async def ModelInfer(self, request: Any, context: Any) -> Any:
-            return await guard(context, infer(request))
+            return await guard(context, infer(request, context))
 
         async def ModelStreamInfer(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
             """Triton's streaming inference: each request of the stream gets one response, in the order the
@@ -175,7 +178,7 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
             async def read() -> None:
                 try:
                     async for request in requests:
-                        await answers.put(asyncio.ensure_future(stream_answer(request)))
+                        await answers.put(asyncio.ensure_future(stream_answer(request, context)))
                 finally:
                     await answers.put(None)
 
@@ -191,7 +194,12 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
                     if pending is not None:
                         pending.cancel()
 
-    server = grpc.aio.server(options=server_options(settings, MAX_GRPC_MESSAGE_SIZE))
+    interceptors = []
+    if settings.opentelemetry:  # the caller's W3C trace context continues in the service's spans
+        from handler.grpc.tracing import TraceContext
+
+        interceptors.append(TraceContext())
+    server = grpc.aio.server(options=server_options(settings, MAX_GRPC_MESSAGE_SIZE), interceptors=interceptors)
     add_service(server, service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"], Servicer())
     server.add_insecure_port(address)
     return server

@@ -8,6 +8,8 @@ requests passed through to Triton as they are call ``forward``. The service alon
 - applies the content types (``codecs/content_types/bridge.py``): decoded on the way in, each output tagged (and
   converted where its content type says) on the way out;
 - holds every decoded tensor to ``OIP_MAX_TENSOR_BYTES``, content types' conversions included;
+- reads the inputs a request passes by reference in S3 and writes the outputs it asks to be written there (the
+  ``s3_tensors`` extension, ``inference/s3_tensors.py``);
 - runs the call through the ``DataPlane``, which counts it in the statistics and classifies outputs that ask;
 - observes it (``observability/telemetry.py``: EMF metrics and X-Ray subsegments on Lambda, sampled payloads),
   with the status its outcome maps to (a V2Error's own, 500 for anything else).
@@ -22,6 +24,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from adapters import deadline as deadlines
 from adapters.errors import V2Error
 from adapters.types import InferCall, InferResult
 from handler.codecs.content_types.bridge import (
@@ -30,6 +33,14 @@ from handler.codecs.content_types.bridge import (
     encode_content_types,
     mentions_content_type,
     model_defaults,
+)
+from handler.inference.admission import admission, default_inflight, largest_dynamic_batch, usable_cores
+from handler.inference.s3_tensors import (
+    Destinations,
+    mentions_references,
+    prepare_references,
+    store_references,
+    tensor_store,
 )
 from handler.observability.telemetry import InferObservation, Telemetry
 from handler.protocol.dataplane import DataPlane
@@ -55,7 +66,8 @@ class InferenceService:
         #: with the status its outcome gives however the block ends (the telemetry's own method: one call less
         #: on every request).
         self.observe: Callable[[str, str | None], AbstractContextManager[InferObservation]] = self.telemetry.observe
-        #: ``span(step)``: a trace segment around one of a transport's steps (``decode``, ``encode``).
+        #: ``span(step)``: a trace segment around one of a transport's steps (``decode``, ``encode``); the service's
+        #: own are ``run`` and, for a body passed through to Triton, ``forward``.
         self.span: Callable[[str], AbstractContextManager[Any]] = self.telemetry.span
         #: ``passes_through(name)``: whether ``name`` is a Triton model whose request bodies may go to Triton as they
         #: are (``forward``).
@@ -64,6 +76,13 @@ class InferenceService:
         self.known_counts: Callable[[str, str | None], TensorCounts | None] = functools.partial(
             dataplane.known_counts, cap=settings.max_request_tensors
         )
+        #: The s3_tensors extension's reads and writes (OIP_S3_TENSOR_PREFIXES); None when it is off.
+        self.s3_tensors = tensor_store(
+            settings.s3_tensor_prefixes, settings.max_tensor_bytes, settings.s3_tensor_sse, settings.s3_tensor_kms_key
+        )
+
+        #: OIP_MAX_INFLIGHT: the inference requests this process works on at once (``admission.py``).
+        self.admission = admission(settings.max_inflight or _default_inflight(dataplane, settings))
 
     async def counts(self, name: str, version: str | None) -> TensorCounts:
         """The most inputs and outputs a request to this model may name, checked before it is decoded."""
@@ -72,7 +91,24 @@ class InferenceService:
     async def infer(
         self, name: str, version: str | None, call: InferCall, observation: InferObservation
     ) -> InferResult:
-        """Answer one decoded request (``observation``: its ``observe`` block's)."""
+        """Answer one decoded request (``observation``: its ``observe`` block's) if the process admits it and its
+        deadline has not passed (adapters/deadline.py); else its error, at once."""
+        deadline = deadlines.current()
+        if deadline is not None:
+            deadline.check()
+        admitted = self.admission
+        admitted.enter()
+        try:
+            return await self._infer(name, version, call, observation)
+        finally:
+            admitted.leave()
+
+    async def _infer(
+        self, name: str, version: str | None, call: InferCall, observation: InferObservation
+    ) -> InferResult:
+        destinations: Destinations = {}
+        if mentions_references(call):  # tensors by reference in S3
+            call, destinations = await prepare_references(self.s3_tensors, call)
         call, plan = await decode_content_types(self.dataplane, name, version, call)
         limit = self.max_tensor_bytes
         for tensor in call.inputs:  # check_sizes, inline: this runs on every request
@@ -81,6 +117,8 @@ class InferenceService:
         with self.telemetry.span("run"):
             result = await self.dataplane.infer(name, version, call)
         observation.version = result.model_version
+        if destinations:
+            return await store_references(self.s3_tensors, encode_content_types(result, plan), destinations)
         return encode_content_types(result, plan)
 
     async def infer_many(
@@ -95,8 +133,11 @@ class InferenceService:
         except V2Error:  # an unknown model: each call says so below
             plain = False
         prepared: list[tuple[InferCall, OutputPlan | None] | V2Error] = []
-        for call in calls:
+        destinations: dict[int, Destinations] = {}  # by call, for tensors by reference in S3
+        for index, call in enumerate(calls):
             try:
+                if mentions_references(call):
+                    call, destinations[index] = await prepare_references(self.s3_tensors, call)
                 if plain and not mentions_content_type(call):  # what decode_content_types would find
                     decoded, plan = call, None
                 else:
@@ -109,8 +150,13 @@ class InferenceService:
             ran = [item[0] for item in prepared if not isinstance(item, V2Error)]
             results = iter(await self.dataplane.infer_many(name, version, ran))
         outcomes: list[InferResult | V2Error] = []
-        for item, observation in zip(prepared, observations, strict=True):
+        for index, (item, observation) in enumerate(zip(prepared, observations, strict=True)):
             outcome = item if isinstance(item, V2Error) else _answer(next(results), item[1], observation)
+            if destinations.get(index) and not isinstance(outcome, V2Error):
+                try:
+                    outcome = await store_references(self.s3_tensors, outcome, destinations[index])
+                except V2Error as exc:
+                    outcome = exc
             self.telemetry.finish(observation, outcome if isinstance(outcome, V2Error) else None)
             outcomes.append(outcome)
         return outcomes
@@ -118,9 +164,14 @@ class InferenceService:
     async def forward(
         self, name: str, version: str | None, body: bytes, headers: dict[str, str], observation: InferObservation
     ) -> Forwarded:
-        """Pass a request body through to the Triton model ``name`` routes to, as it came (``passes_through``)."""
-        with self.telemetry.span("run"):
-            forwarded = await self.dataplane.forward(name, version, body, headers)
+        """Pass a request body through to the Triton model ``name`` routes to, as it came (``passes_through``), if
+        admitted, as ``infer``."""
+        self.admission.enter()
+        try:
+            with self.telemetry.span("forward"):
+                forwarded = await self.dataplane.forward(name, version, body, headers)
+        finally:
+            self.admission.leave()
         observation.version = forwarded.model_version
         return forwarded
 
@@ -136,6 +187,13 @@ def _answer(
         return encode_content_types(outcome, plan)
     except V2Error as exc:
         return exc
+
+
+def _default_inflight(dataplane: DataPlane, settings: Settings) -> int:
+    """``default_inflight`` for this process: its cores, and its repository's largest dynamic batch when it batches."""
+    repository = dataplane.repository
+    configs = [repository.entry(name).config for name in repository.names()] if settings.dynamic_batching else []
+    return default_inflight(usable_cores(), largest_dynamic_batch(configs))
 
 
 def check_sizes(call: InferCall, limit: int) -> None:

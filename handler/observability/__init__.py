@@ -1,4 +1,5 @@
-"""Per-request telemetry: CloudWatch EMF metrics, X-Ray spans and sampled request logging.
+"""Per-request telemetry: CloudWatch EMF metrics, X-Ray and OpenTelemetry spans, Prometheus metrics and sampled
+request logging.
 
 May import: protocol, adapters. Never a transport or a codec.
 """

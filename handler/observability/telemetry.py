@@ -9,10 +9,12 @@ log unless the request-log sampler picks them.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -110,6 +112,8 @@ class PowertoolsTelemetry(Telemetry):
     def __init__(self, sampler: RequestLogSampler | None = None, namespace: str = "OIP", tracing: bool = False) -> None:
         super().__init__(sampler)
         self._namespace = namespace
+        #: The execution environment's init, in ms, until its first request's line carries it (then None).
+        self._cold: float | None = process_age_ms()
         self._tracer: Any = None
         if tracing:
             from aws_lambda_powertools import Tracer
@@ -121,21 +125,47 @@ class PowertoolsTelemetry(Telemetry):
             return _NO_SPAN
         return self._tracer.provider.in_subsegment(f"## {name}")
 
+    def initialised(self) -> None:
+        """The init is over (the end of the handler module's import): its duration is the process's age now."""
+        if self._cold is not None:
+            self._cold = process_age_ms()
+
     def record(self, observation: InferObservation) -> None:
-        sys.stdout.write(emf_line(self._namespace, observation))
+        cold, self._cold = self._cold, None
+        sys.stdout.write(emf_line(self._namespace, observation, cold))
         super().record(observation)
 
 
-def emf_line(namespace: str, observation: InferObservation) -> str:
-    """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request."""
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started, from /proc (its start in clock ticks since boot, and the uptime);
+    None where /proc cannot say."""
+    try:
+        started = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(uptime - started / os.sysconf("SC_CLK_TCK"), 0.0) * 1000
+
+
+def emf_line(namespace: str, observation: InferObservation, init_ms: float | None = None) -> str:
+    """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request; with ``init_ms`` (the first
+    request of an execution environment) it also counts a cold start (``ColdStart``, 1) and its init
+    (``InitDuration``, ms): one line per request all the same."""
     failed = observation.status >= 400
     middle = _emf_middle(namespace, observation.status if failed else None, observation.model, observation.version)
     # Everything but the timestamp and the three measured values is the same for every request of this model,
     # version and outcome: it is serialised once (the values are finite floats, whose repr is JSON).
-    return (
+    line = (
         f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000}{middle}{observation.latency_ms!r}],'
         f'"RequestBytes":[{float(observation.bytes_in)!r}],"ResponseBytes":[{float(observation.bytes_out)!r}]}}\n'
     )
+    if init_ms is None:
+        return line
+    document = orjson.loads(line)  # once per execution environment: the plain way
+    declared = document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    declared += [{"Name": "ColdStart", "Unit": "Count"}, {"Name": "InitDuration", "Unit": "Milliseconds"}]
+    document.update(ColdStart=[1.0], InitDuration=[float(init_ms)])
+    return orjson.dumps(document).decode() + "\n"
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,7 +1,8 @@
 """Triton's classification extension: an output requested with ``classification: N`` comes back as its top N.
 
 "the returned tensor will not be the shape and type produced by the model, but will instead be type BYTES
-with shape [ batch-size, <count> ]" (without the batch dimension for a model that does not batch), each
+with shape [ batch-size, <count> ]" (without the batch dimension for a model that does not batch; a count over
+the classes per item gives every class, as Triton does), each
 element ``"<value>:<index>[:<label>]"``. Values print as Triton's ``std::to_string`` prints them: integers
 plainly, floats with six decimals. Labels come from the output's ``label_filename`` in config.pbtxt.
 """
@@ -19,13 +20,21 @@ from adapters.types import RequestedOutput, Tensor
 CLASSIFICATION: Final = "classification"
 
 
+#: The largest N: Triton reads it as a 32-bit unsigned integer (2**32 + 1 asks it for 1 class, 2**40 for none).
+MAX_CLASS_COUNT: Final = 2**32 - 1
+
+
 def class_count(requested: RequestedOutput) -> int:
-    """The N an output asks for (0: not asked); InvalidInput unless a positive integer."""
+    """The N an output asks for (0: not asked); InvalidInput unless a positive integer Triton can hold."""
     value = requested.parameters.get(CLASSIFICATION)
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInput(f"output '{requested.name}': '{CLASSIFICATION}' must be a positive integer, got {value!r}")
+    if value > MAX_CLASS_COUNT:
+        raise InvalidInput(
+            f"output '{requested.name}': '{CLASSIFICATION}' {value} is over Triton's limit of {MAX_CLASS_COUNT}"
+        )
     return value
 
 
@@ -50,11 +59,7 @@ def classify(tensor: Tensor, count: int, batched: bool, labels: Sequence[str] | 
         raise InvalidInput(f"output '{tensor.name}' is {tensor.datatype}: classification needs a numeric output")
     leading = tensor.shape[0] if batched and tensor.shape else 1
     rows = tensor.data.reshape(leading, tensor.data.size // max(leading, 1))
-    classes = rows.shape[1]
-    if count > classes:
-        raise InvalidInput(
-            f"output '{tensor.name}' has {classes} classes per item; classification {count} asks for more"
-        )
+    count = min(count, rows.shape[1])  # as Triton 2.51: N over the classes answers every class
     data = np.empty((rows.shape[0], count), dtype=object)
     for position, row in enumerate(rows):
         data[position, :] = _top(row, count, labels)

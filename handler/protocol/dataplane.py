@@ -58,6 +58,7 @@ class DataPlane:
         router: ModelRouter | ModelRepository,
         server_name: str = "oip-serverless",
         statistics: Statistics | None = None,
+        extensions: Sequence[str] = (),
     ) -> None:
         self.router = router if isinstance(router, ModelRouter) else ModelRouter(router)
         self.repository = self.router.repository
@@ -68,6 +69,8 @@ class DataPlane:
         #: lastUseTime of each model version (the ``model_versions`` extension).
         self.usage = VersionUsage()
         self._counts: dict[int, tuple[ModelBackend, TensorCounts]] = {}
+        #: Extensions of this deployment's configuration, on every transport (``s3_tensors`` when it is on).
+        self.extensions = tuple(extensions)
 
     def live(self) -> bool:
         """The process is up and answering."""
@@ -79,7 +82,7 @@ class DataPlane:
 
     def server_metadata(self, transport: Transport) -> dict[str, object]:
         """``$metadata_server_response``, listing the extensions that ``transport`` serves."""
-        extensions = list(EXTENSIONS[transport])
+        extensions = [*EXTENSIONS[transport], *self.extensions]
         return {"name": self.server_name, "version": self.server_version, "extensions": extensions}
 
     def model_names(self) -> list[str]:

@@ -13,7 +13,9 @@ from handler.protocol.settings import MAX_REQUEST_TENSORS
 
 _LIMIT_HINT: Final = (
     "(OIP_MAX_BODY_BYTES). Lambda accepts at most 6 MB per synchronous call, about 4.5 MB of binary "
-    "tensor data once API Gateway base64-encodes it: send smaller batches, or use batch prediction"
+    "tensor data once API Gateway base64-encodes it: send smaller batches, pass large tensors by reference in S3 "
+    "(the s3_tensors extension, where the server announces it; the client helper "
+    "handler.codecs.s3_client.S3TensorClient uploads them), or use batch prediction"
 )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -48,6 +49,9 @@ ON: tuple[str, ...] = ("1", "true", "yes", "on")
 OFF: tuple[str, ...] = ("0", "false", "no", "off")
 #: uvicorn's log levels.
 LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
+#: A bucket name as S3 accepts it; server-side encryption of tensors written by reference.
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+S3_TENSOR_SSE: tuple[str, ...] = ("aes256", "aws:kms")
 
 
 class SettingsError(ValueError):
@@ -216,9 +220,28 @@ def _triton(env: Mapping[str, str]) -> TritonSettings | None:
         retries=_read_int(env, "OIP_TRITON_RETRIES", 2),
         ssl=_read_flag(env, "OIP_TRITON_SSL", False),
         ssl_ca=_read_text(env, "OIP_TRITON_SSL_CA", ""),
+        trace_context=_opentelemetry(env),
         headers=headers,
         passthrough=_read_flag(env, "OIP_TRITON_PASSTHROUGH", True),
     )
+
+
+def parse_s3_prefixes(text: str, name: str = "OIP_S3_TENSOR_PREFIXES") -> tuple[str, ...]:
+    """``s3://bucket/prefix/`` locations, comma-separated, each ending in ``/`` (one is added); SettingsError for
+    anything else (another scheme, no bucket, an empty, ``.`` or ``..`` segment)."""
+    prefixes: list[str] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        bucket, _, key = item.removeprefix("s3://").partition("/")
+        segments = key.split("/")[:-1] if key.endswith("/") else key.split("/")
+        if (
+            not item.startswith("s3://")
+            or not _S3_BUCKET.fullmatch(bucket)
+            or (key and any(part in ("", ".", "..") for part in segments))
+            or not item.isprintable()
+        ):
+            raise SettingsError(name, text, "s3://bucket/prefix/ locations, comma-separated")
+        prefixes.append(f"s3://{bucket}/{key}" if not key or key.endswith("/") else f"s3://{bucket}/{key}/")
+    return tuple(prefixes)
 
 
 def _opentelemetry(env: Mapping[str, str]) -> bool:
@@ -300,6 +323,10 @@ class Settings:
     malloc_keep_mb: int = 64
     #: [OIP_OTEL] FastAPI's OpenTelemetry instrumentation; unset, on when an SDK exporter ([OTEL_*]) is.
     opentelemetry: bool = False
+    # Prometheus metrics of ``oip serve`` (handler/observability/prometheus.py, exporter.py).
+    #: [OIP_METRICS_PORT] port of ``oip serve``'s Prometheus metrics endpoint (``/metrics``), Triton's 8002 by
+    #: default; 0: off.
+    metrics_port: int = 8002
     # What version resources report (handler/protocol/versions.py) and the request log.
     #: [OIP_AUTOSCALING_MIN_NODES], [OIP_AUTOSCALING_MAX_NODES] the deployment's scaling.
     autoscaling_min_nodes: int | None = None
@@ -308,6 +335,22 @@ class Settings:
     request_log_sampling: float = 0.0
     #: [OIP_REQUEST_LOG_STREAM] the request log's Firehose stream; empty: no request log.
     request_log_stream: str = ""
+    # Overload and deadlines (handler/inference/admission.py, adapters/deadline.py).
+    #: [OIP_MAX_INFLIGHT] inference requests one worker (or Lambda environment) works on at once; more are answered
+    #: 503 with Retry-After at once. None: 64 per core plus twice the largest dynamic batch (``default_inflight``).
+    max_inflight: int | None = None
+    #: [OIP_DEADLINE_MARGIN_MS] on Lambda, what a request's deadline leaves of the invocation's remaining time, to
+    #: answer 504 before the function times out.
+    deadline_margin_ms: int = 500
+    # Tensors by reference in S3 (the s3_tensors extension, handler/inference/s3_tensors.py).
+    #: [OIP_S3_TENSOR_PREFIXES] ``s3://bucket/prefix/`` locations, comma-separated, that inputs may be read from and
+    #: outputs written to; none: the extension is off.
+    s3_tensor_prefixes: tuple[str, ...] = ()
+    #: [OIP_S3_TENSOR_SSE] server-side encryption of the outputs written: ``aes256``, ``aws:kms``; empty: the
+    #: bucket's default.
+    s3_tensor_sse: str = ""
+    #: [OIP_S3_TENSOR_KMS_KEY] the KMS key (id, alias or ARN) of ``aws:kms`` writes; empty: the AWS managed key.
+    s3_tensor_kms_key: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -352,10 +395,16 @@ class Settings:
             "access_log": _read_flag(env, "OIP_ACCESS_LOG", cls.access_log),
             "malloc_keep_mb": _read_int(env, "OIP_MALLOC_KEEP_MB", cls.malloc_keep_mb),
             "opentelemetry": _opentelemetry(env),
+            "metrics_port": _read_int(env, "OIP_METRICS_PORT", cls.metrics_port, maximum=65535),
             "autoscaling_min_nodes": _read_optional_int(env, "OIP_AUTOSCALING_MIN_NODES"),
             "autoscaling_max_nodes": _read_optional_int(env, "OIP_AUTOSCALING_MAX_NODES"),
             "request_log_sampling": _read_float(env, "OIP_REQUEST_LOG_SAMPLING", cls.request_log_sampling),
             "request_log_stream": _read_text(env, "OIP_REQUEST_LOG_STREAM", cls.request_log_stream),
+            "max_inflight": _read_optional_int(env, "OIP_MAX_INFLIGHT", minimum=1),
+            "deadline_margin_ms": _read_int(env, "OIP_DEADLINE_MARGIN_MS", cls.deadline_margin_ms),
+            "s3_tensor_prefixes": parse_s3_prefixes(_read_text(env, "OIP_S3_TENSOR_PREFIXES", "")),
+            "s3_tensor_sse": _read_choice(env, "OIP_S3_TENSOR_SSE", cls.s3_tensor_sse, S3_TENSOR_SSE),
+            "s3_tensor_kms_key": _read_text(env, "OIP_S3_TENSOR_KMS_KEY", cls.s3_tensor_kms_key),
         }
         values.update({name: value for name, value in overrides.items() if value is not None})
         return cls(**values)
@@ -415,10 +464,16 @@ VARIABLES: dict[str, str] = {
     "access_log": "OIP_ACCESS_LOG",
     "malloc_keep_mb": "OIP_MALLOC_KEEP_MB",
     "opentelemetry": "OIP_OTEL",
+    "metrics_port": "OIP_METRICS_PORT",
     "autoscaling_min_nodes": "OIP_AUTOSCALING_MIN_NODES",
     "autoscaling_max_nodes": "OIP_AUTOSCALING_MAX_NODES",
     "request_log_sampling": "OIP_REQUEST_LOG_SAMPLING",
     "request_log_stream": "OIP_REQUEST_LOG_STREAM",
+    "max_inflight": "OIP_MAX_INFLIGHT",
+    "deadline_margin_ms": "OIP_DEADLINE_MARGIN_MS",
+    "s3_tensor_prefixes": "OIP_S3_TENSOR_PREFIXES",
+    "s3_tensor_sse": "OIP_S3_TENSOR_SSE",
+    "s3_tensor_kms_key": "OIP_S3_TENSOR_KMS_KEY",
 }
 
 
@@ -427,6 +482,8 @@ def _spelled(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(value)
     return str(value)
 
 

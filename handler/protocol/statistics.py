@@ -1,11 +1,17 @@
 """Triton's statistics extension: per model version counters that add up across the workers of a server.
 
-Counters are rows of 64-bit integers. In a single process (Lambda, ``oip serve --workers 1``, tests) they are
-private, a list of Python ints: on Lambda that means per execution environment, each concurrent instance counting
-its own requests from zero at every cold start. Given a directory (``OIP_STATS_DIR``: ``oip serve --workers N``
-creates one), each worker keeps its rows in a memory-mapped file there and lists their keys beside it, and a
-statistics request sums every worker's file, so perf_analyzer's before/after deltas hold whichever worker answers.
+Counters are rows of 64-bit integers. Without a directory (Lambda, tests) they are private, a list of Python ints:
+on Lambda that means per execution environment, each concurrent instance counting its own requests from zero at
+every cold start. Given a directory (``OIP_STATS_DIR``: ``oip serve`` creates one, whatever its workers), each
+worker keeps its rows in a memory-mapped file there and lists their keys beside it, and a statistics request sums
+every worker's file, so perf_analyzer's before/after deltas hold whichever worker answers.
 Recording is a few integer additions under one lock: no measurable cost next to a request (bench/bench_core.py).
+
+The same rows hold what ``oip serve``'s Prometheus endpoint adds to Triton's counters (handler/observability/
+exporter.py reads them at scrape time): each success's request, queue and compute times counted in a latency
+histogram's buckets (``BUCKETS_NS``; their sums and counts are the durations and count above), and, in a row of
+its own per model version (batch size ``PENDING_ROW``), the requests in the worker not answered yet (``pending``).
+A worker that ends keeps its file, so nothing it counted is lost; ``retire`` drops its pending requests.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from bisect import bisect_left
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -31,9 +39,25 @@ _LAST, _INFERENCES, _EXECUTIONS, _DONE, _FAILED = 0, 1, 2, 3, 4
 _NS: Final = {name: 5 + i for i, name in enumerate(_DURATIONS)}
 _COUNT: Final = {name: _FAILED if name == "fail" else _DONE for name in _DURATIONS}
 _SUCCESS, _QUEUE, _INPUT, _INFER, _OUTPUT = (_NS[name] for name in ("success", "queue", *_PHASES))
-_SEQUENCE: Final = 5 + len(_DURATIONS)
+#: Upper bounds (ns, inclusive, as Prometheus' ``le``) of the latency histograms' buckets, a last one unbounded:
+#: this server's range, from a small model's run (tens of us) to a forwarded call's timeout.
+BUCKETS_NS: Final = (
+    25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000, 25_000_000, 50_000_000,
+    100_000_000, 250_000_000, 500_000_000, 1_000_000_000, 2_500_000_000, 5_000_000_000, 10_000_000_000,
+)  # fmt: skip
+#: The histograms, each a success's time: from reaching the model to its result, waiting, computing.
+HISTOGRAMS: Final = ("request", "queue", "compute")
+# After the durations: the pending count (used in pending rows only), then each histogram's bucket counts (one
+# cell per bucket, not cumulative, the version's row only), then the sequence number.
+_PENDING: Final = 5 + len(_DURATIONS)
+_BUCKETS: Final = {name: _PENDING + 1 + i * (len(BUCKETS_NS) + 1) for i, name in enumerate(HISTOGRAMS)}
+_REQUEST_BUCKETS, _QUEUE_BUCKETS, _COMPUTE_BUCKETS = (_BUCKETS[name] for name in HISTOGRAMS)
+_SEQUENCE: Final = _PENDING + 1 + len(HISTOGRAMS) * (len(BUCKETS_NS) + 1)
 _WIDTH: Final = _SEQUENCE + 1
 _ROWS: Final = 4096
+#: The batch size of a version's pending row: apart from its counters, since the version a request is pending
+#: under is the model's (a forwarded model's may differ from the one Triton answers with, which it is counted in).
+PENDING_ROW: Final = -1
 
 #: A row key: (model, version, batch size), batch size 0 for the version's own totals.
 Key = tuple[str, str, int]
@@ -52,7 +76,9 @@ class _Table:
             # Statistics.success fell from about 41,000 to 24,000 instructions per request, callgrind).
             self.cells = [0] * (64 * _WIDTH)
             return
-        stem = directory / str(os.getpid())
+        # Named by the process and its start, never reused: a worker started later with a dead one's pid (the
+        # kernel reuses them) makes a file of its own instead of overwriting what the dead one counted.
+        stem = directory / f"{os.getpid()}-{time.time_ns()}"
         self._mapped = np.memmap(stem.with_suffix(".counters"), dtype=np.int64, mode="w+", shape=(_ROWS, _WIDTH))
         # Written through a flat memoryview of its int64s: a Python int per cell, a few times cheaper to add to
         # than numpy's scalar indexing, and the same bytes in memory.
@@ -152,7 +178,8 @@ class Statistics:
             execution.compute_infer_ns,
             execution.compute_output_ns,
         )
-        queue_ns = max(total_ns - input_ns - infer_ns - output_ns, 0)
+        compute_ns = input_ns + infer_ns + output_ns
+        queue_ns = max(total_ns - compute_ns, 0)
         table = self._table
         # Written out cell by cell (columns are constants): this runs on every request.
         with self._lock:
@@ -169,6 +196,9 @@ class Statistics:
                 cells[total + _EXECUTIONS] += 1
             cells[total + _SUCCESS] += total_ns
             cells[total + _QUEUE] += queue_ns
+            cells[total + _REQUEST_BUCKETS + bisect_left(BUCKETS_NS, total_ns)] += 1
+            cells[total + _QUEUE_BUCKETS + bisect_left(BUCKETS_NS, queue_ns)] += 1
+            cells[total + _COMPUTE_BUCKETS + bisect_left(BUCKETS_NS, compute_ns)] += 1
             for row in rows:
                 cells[row + _DONE] += 1
                 cells[row + _INPUT] += input_ns
@@ -188,6 +218,17 @@ class Statistics:
             cells[total + _NS["fail"]] += total_ns
             cells[total + _SEQUENCE] += 1
 
+    def pending_cell(self, name: str, version: str) -> int:
+        """The cell of ``cells`` counting the requests to this model version in the worker not answered yet."""
+        with self._lock:
+            return self._table.start((name, version, PENDING_ROW)) + _PENDING
+
+    def pending(self, cell: int, delta: int) -> None:
+        """Add ``delta`` (1 as a request starts, -1 as it ends) to a ``pending_cell``: one cell, written whole, so
+        readers need no sequence number."""
+        with self._lock:
+            self._table.cells[cell] += delta
+
     def _rows(self) -> dict[Key, np.ndarray]:
         if self._table.directory is not None:
             return _shared_rows(self._table.directory)
@@ -196,17 +237,22 @@ class Statistics:
 
     def recorded(self, name: str) -> list[tuple[str, str]]:
         """The (name, version) pairs counted so far for ``name``."""
-        return sorted({(model, version) for model, version, _ in self._rows() if model == name})
+        return sorted({(model, version) for model, version, size in self._rows() if model == name and size >= 0})
 
-    def documents(self, versions: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def documents(
+        self, versions: list[tuple[str, str]], rows: dict[Key, np.ndarray] | None = None
+    ) -> list[dict[str, Any]]:
         """``$model_stat`` objects in Triton's shape for these (name, version) pairs, zero for versions not yet
-        used (cache counters are always zero: there is no response cache)."""
-        rows = self._rows()
+        used (cache counters are always zero: there is no response cache); from ``rows`` when given (a
+        ``SharedStatistics.snapshot``'s)."""
+        rows = self._rows() if rows is None else rows
         empty = np.zeros(_WIDTH, dtype=np.int64)
         documents = []
         for name, version in versions:
             row = rows.get((name, version, 0), empty)
-            batches = sorted((key[2], value) for key, value in rows.items() if key[:2] == (name, version) and key[2])
+            batches = sorted(
+                (key[2], value) for key, value in rows.items() if key[:2] == (name, version) and key[2] > 0
+            )
             documents.append(
                 {
                     "name": name,
@@ -223,3 +269,76 @@ class Statistics:
                 }
             )
         return documents
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """One latency histogram of a model version: each bucket's count (not cumulative, the last one unbounded, as
+    ``BUCKETS_NS``), and the sum of the times counted, in ns."""
+
+    buckets: tuple[int, ...]
+    sum_ns: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every worker's rows read once: what a scrape of the metrics endpoint reports."""
+
+    rows: dict[Key, np.ndarray]
+
+    def versions(self) -> list[tuple[str, str]]:
+        """Every (name, version) pair counted so far."""
+        return sorted({(model, version) for model, version, size in self.rows if size >= 0})
+
+    def histograms(self, name: str, version: str) -> dict[str, Histogram]:
+        """The histograms (``HISTOGRAMS``) of a version's successes; their counts are its success count."""
+        row = self.rows.get((name, version, 0))
+        if row is None:
+            row = np.zeros(_WIDTH, dtype=np.int64)
+        sums = {
+            "request": int(row[_SUCCESS]),
+            "queue": int(row[_QUEUE]),
+            "compute": int(row[_INPUT]) + int(row[_INFER]) + int(row[_OUTPUT]),
+        }
+        width = len(BUCKETS_NS) + 1
+        return {
+            histogram: Histogram(tuple(int(count) for count in row[start : start + width]), sums[histogram])
+            for histogram, start in _BUCKETS.items()
+        }
+
+    def pending(self) -> dict[tuple[str, str], int]:
+        """The requests not answered yet, by (name, version), over the live workers (``retire``)."""
+        return {(name, version): int(row[_PENDING]) for (name, version, size), row in self.rows.items()
+                if size == PENDING_ROW}  # fmt: skip
+
+
+class SharedStatistics(Statistics):
+    """Every worker's counters in ``directory`` (``OIP_STATS_DIR``), read only: for a process that counts nothing
+    (``oip serve``'s metrics exporter)."""
+
+    def __init__(self, directory: str | Path) -> None:  # no rows of its own: Statistics' table is not made
+        self._directory = Path(directory)
+        self._lock = threading.Lock()
+
+    def _rows(self) -> dict[Key, np.ndarray]:
+        return _shared_rows(self._directory)
+
+    def snapshot(self) -> Snapshot:
+        """Every worker's rows, read once."""
+        return Snapshot(self._rows())
+
+
+def retire(directory: str | Path, pid: int) -> None:
+    """A worker of ``directory`` that has ended: its pending requests dropped (they will never be answered), its
+    counters kept; a row it was killed in the middle of writing is taken as it is (its sequence number made even,
+    so readers stop waiting for it). Nothing to do for a worker that ended before it made its table."""
+    for keys_path in Path(directory).glob(f"{pid}-*.keys"):
+        listed = [line.split("\t", 3) for line in keys_path.read_text().splitlines() if line]
+        array = np.memmap(keys_path.with_suffix(".counters"), dtype=np.int64, mode="r+", shape=(_ROWS, _WIDTH))
+        for index, batch, _, _ in listed:
+            row = array[int(index)]
+            if int(batch) == PENDING_ROW:
+                row[_PENDING] = 0
+            row[_SEQUENCE] += row[_SEQUENCE] % 2
+        array.flush()
+        del array

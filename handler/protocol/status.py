@@ -10,6 +10,7 @@ from adapters.errors import ErrorCode, V2Error
 HTTP_STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.INVALID_ARGUMENT: 400,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.UNIMPLEMENTED: 501,
@@ -24,6 +25,7 @@ HTTP_STATUS: Final[dict[ErrorCode, int]] = {
 GRPC_STATUS: Final[dict[ErrorCode, str]] = {
     ErrorCode.INVALID_ARGUMENT: "INVALID_ARGUMENT",
     ErrorCode.NOT_FOUND: "NOT_FOUND",
+    ErrorCode.PERMISSION_DENIED: "PERMISSION_DENIED",
     ErrorCode.PAYLOAD_TOO_LARGE: "RESOURCE_EXHAUSTED",
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: "INVALID_ARGUMENT",
     ErrorCode.UNIMPLEMENTED: "UNIMPLEMENTED",

@@ -1,37 +1,32 @@
-"""``create_app``: the V2 REST app, one module per route family; all work happens in the DataPlane and codecs."""
+"""``create_app``: the V2 REST app as a FastAPI application, to embed in a FastAPI service of one's own.
+
+Its routes, error handlers and documents are ``rest/serving.py``'s (``add_routes``), so it answers as the app
+``oip serve`` and the Lambda function run does; on top it has FastAPI's validation handler for routes a user adds,
+``app.openapi()`` giving the same document as ``/openapi.json``, and, with OpenTelemetry on, FastAPI's own routes
+and instrumentation.
+"""
 
 from __future__ import annotations
 
-from importlib.resources import files
 from typing import Any, Final
 
-from fastapi import FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
-from fastapi.staticfiles import StaticFiles
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import Response
 from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
 
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
-from handler.rest.errors import install_error_handlers
-from handler.rest.health import add_health_routes
+from handler.rest.docs import ApiInfo, OpenApiDocument
+from handler.rest.errors import error_response
 from handler.rest.infer_middleware import InferFastPath
-from handler.rest.inference import Inference, add_inference_routes
-from handler.rest.metadata import add_metadata_routes
-from handler.rest.openapi import install_openapi
-from handler.rest.platforms import add_platform_routes
-from handler.rest.repository import add_repository_routes
-from handler.rest.statistics import add_statistics_routes
+from handler.rest.inference import Inference
+from handler.rest.serving import add_routes
 
 #: FastAPI's own OpenTelemetry instrumentation, off: it asks the global providers on every request.
 NO_OPENTELEMETRY: Final = {"tracing": False, "metrics": False, "logs": False}
-
-
-#: Where the app serves Swagger UI's and ReDoc's files (fastapi-offline's copies).
-DOCS_ASSETS: Final = "/static-offline-docs"
 
 
 class V2App(FastAPI):
@@ -50,40 +45,13 @@ class V2App(FastAPI):
         await self.entry(scope, receive, send)
 
 
-def add_docs_pages(app: FastAPI) -> None:
-    """/docs and /redoc with Swagger UI and ReDoc served by the app itself, FastAPI's recipe for self-hosted docs
-    with the files fastapi-offline ships: no CDN, so they work on an edge box or in a VPC without egress."""
-    assets = str(files("fastapi_offline").joinpath("static"))
-    app.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="static-offline-docs")
-    redirect = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
-
-    async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            oauth2_redirect_url=redirect,
-            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
-        )
-
-    async def oauth2_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
-
-    async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
-        return get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
-            with_google_fonts=False,
-            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
-        )
-
-    app.get("/docs", include_in_schema=False)(swagger_ui)
-    app.get(redirect, include_in_schema=False)(oauth2_redirect)
-    app.get("/redoc", include_in_schema=False)(redoc)
+async def _on_validation_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's validation errors (routes with typed parameters a user adds): 400 naming the first problems."""
+    assert isinstance(exc, RequestValidationError)
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in error.get('loc', ()))}: {error.get('msg')}" for error in exc.errors()[:5]
+    )
+    return error_response(400, f"invalid request: {problems}")
 
 
 def create_app(
@@ -102,31 +70,24 @@ def create_app(
     telemetry = telemetry or Telemetry()
     inference = Inference(dataplane, settings, telemetry)
     traced = settings.opentelemetry
-    # No trailing-slash redirects: Starlette builds their absolute Location from the request's Host header, so
-    # `GET /v2/models/iris/` with `Host: evil.example` would send the client there; a path with a trailing slash
-    # is a 404 as any other unknown path.
+    info = ApiInfo("oip-serverless", dataplane.server_version)
     app = V2App(
         infer_fast_path=None if traced else inference,
         middleware=[Middleware(InferFastPath, inference=inference)] if traced else None,
-        redirect_slashes=False,
+        redirect_slashes=False,  # as ServingApp's (rest/serving.py)
         telemetry=None if traced else NO_OPENTELEMETRY,
-        title="oip-serverless",
-        version=dataplane.server_version,
-        description="Open Inference Protocol (KServe/Triton V2) with Triton's binary tensor extension.",
+        title=info.title,
+        version=info.version,
+        description=info.description,
+        openapi_url=None,  # rest/docs.py serves it, and /docs and /redoc
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
     )
-    add_docs_pages(app)
-    app.state.dataplane = dataplane
     # FastAPI's per-endpoint spans need its own routes; otherwise plain ones (rest/routes.py) start faster.
     app.state.api_routes = traced
-    install_error_handlers(app)
-    install_openapi(app)
-    add_statistics_routes(app, dataplane)
-    add_metadata_routes(app, dataplane)
-    add_health_routes(app, dataplane)
-    add_inference_routes(app, inference)
-    add_repository_routes(app, dataplane, settings)
-    add_platform_routes(app, dataplane, settings, telemetry)
+    document = OpenApiDocument(app, info)
+    app.openapi = document  # type: ignore[method-assign]
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    add_routes(app, dataplane, settings, telemetry, inference, document)
     return app

@@ -1,14 +1,14 @@
-"""The FastAPI handlers that always answer ``{"error": ...}``, with the status the protocol's table gives."""
+"""The exception handlers that always answer ``{"error": ...}``, with the status the protocol's table gives."""
 
 from __future__ import annotations
 
 import logging
 
 import orjson
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
 
 from adapters.errors import V2Error
 from handler.protocol.status import status_of
@@ -38,14 +38,6 @@ async def _on_v2_error(request: Request, exc: Exception) -> Response:
     return v2_error_response(exc)
 
 
-async def _on_validation_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, RequestValidationError)
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in error.get('loc', ()))}: {error.get('msg')}" for error in exc.errors()[:5]
-    )
-    return error_response(400, f"invalid request: {problems}")
-
-
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {
@@ -59,9 +51,8 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     return unexpected_error_response(request.method, request.url.path)
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers: V2Error by code, 400 for validation, HTTP errors and a hidden 500."""
+def install_error_handlers(app: Starlette) -> None:
+    """Register the handlers: V2Error by code, HTTP errors and a hidden 500."""
     app.add_exception_handler(V2Error, _on_v2_error)
-    app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(HTTPException, _on_http_exception)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from fastapi.responses import Response
+from starlette.responses import Response
 
 from handler.codecs.forwarded import is_json_object, rewrite_forwarded_response
 from handler.inference.service import InferenceService
@@ -21,7 +21,8 @@ from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
 from handler.rest.responses import JSON, infer_response
 
 #: Bytes in a request's JSON part that send it down the decoding path (conservatively: anywhere in it).
-NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null")
+#: A tensor by reference in S3 (``s3_uri``, or an ``s3://`` shared-memory region) is read here and sent on.
+NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null", b'"s3_uri"', b'"s3://')
 
 
 async def forward_as_is(

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 
 
-def add_health_routes(app: FastAPI, dataplane: DataPlane) -> None:
+def add_health_routes(app: Starlette, dataplane: DataPlane) -> None:
     """``GET /v2/health/live``, ``/v2/health/ready`` and ``/v2/models/{m}[/versions/{v}]/ready``."""
 
     @route(app, "GET", "/v2/health/live", tags=["health"])

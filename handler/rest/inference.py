@@ -7,8 +7,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 
 from adapters.errors import InvalidInput
@@ -130,7 +131,7 @@ class Inference:
         return decode_raw_request(body, metadata.inputs[0], self.service.max_tensor_bytes, metadata.max_batch_size)
 
 
-def add_inference_routes(app: FastAPI, inference: Inference) -> None:
+def add_inference_routes(app: Starlette, inference: Inference) -> None:
     """``POST /v2/models/{m}[/versions/{v}]/infer`` as plain Starlette routes taking the ``Request`` alone.
 
     ``InferFastPath`` (``rest/infer_middleware.py``) answers these requests before routing; the routes keep the

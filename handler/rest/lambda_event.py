@@ -36,7 +36,8 @@ _NO_HEADERS: Final[dict[str, Any]] = {}
 
 
 class MalformedEvent(Exception):
-    """An event Mangum cannot read: answered with ``status`` and ``{"error": message}``."""
+    """An event refused before Mangum reads it (one Mangum cannot read, or one that came when the invocation's time
+    was already up): answered with ``status`` and ``{"error": message}``."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)

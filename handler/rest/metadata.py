@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.responses import Response
 
 from adapters.types import ModelMetadata
 from handler.protocol.dataplane import DataPlane
@@ -24,7 +24,7 @@ def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
     }
 
 
-def add_metadata_routes(app: FastAPI, dataplane: DataPlane) -> None:
+def add_metadata_routes(app: Starlette, dataplane: DataPlane) -> None:
     """``GET /v2``, ``/v2/models/{m}[/versions/{v}]`` and ``.../config``."""
 
     @route(app, "GET", "/v2", tags=["metadata"])

@@ -1,4 +1,5 @@
-"""The OpenAPI document (``/docs``, ``/openapi.json``) with the V2 wire schemas.
+"""The OpenAPI document (``/docs``, ``/openapi.json``) with the V2 wire schemas, built with FastAPI's
+``get_openapi`` and pydantic when it is first asked for (``rest/docs.py``).
 
 Routes read raw bodies and return ready-made responses, so FastAPI cannot infer request and response
 schemas; declaring ``response_model`` on every route would also cost cold-start time building validators
@@ -7,12 +8,13 @@ that are never used. The schemas are attached here instead, when the document is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
+from starlette.routing import BaseRoute
 
 from handler.codecs import schemas
 from handler.rest.inference import INFER_PATHS
@@ -53,11 +55,9 @@ def _infer_operation(path: str) -> dict[str, Any]:
     return {"tags": ["inference"], "summary": "Infer", "operationId": operation_id, "parameters": parameters}
 
 
-def build_openapi(app: FastAPI) -> dict[str, Any]:
-    """The document for ``app``'s routes with the wire schemas attached."""
-    document = get_openapi(
-        title=app.title, version=app.version, description=app.description, routes=documented(app.routes)
-    )
+def build_openapi(routes: Sequence[BaseRoute], title: str, version: str, description: str) -> dict[str, Any]:
+    """The document for an app's ``routes`` with the wire schemas attached."""
+    document = get_openapi(title=title, version=version, description=description, routes=documented(routes))
     for path in INFER_PATHS:  # plain Starlette routes (rest/inference.py): FastAPI does not see them
         document["paths"][path] = {"post": _infer_operation(path)}
     models = {
@@ -104,14 +104,3 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         "content": _json(TypeAdapter(list[schemas.RepositoryIndexEntry]).json_schema(ref_template=REF)),
     }
     return document
-
-
-def install_openapi(app: FastAPI) -> None:
-    """Serve ``build_openapi`` (built once, on first request) as the app's OpenAPI document."""
-
-    def openapi() -> dict[str, Any]:
-        if not app.openapi_schema:
-            app.openapi_schema = build_openapi(app)
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -4,7 +4,7 @@ TF Serving, SageMaker's ``/ping`` and ``/invocations``, and Vertex AI's routes w
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
@@ -18,7 +18,7 @@ from handler.rest.vertex import add_vertex_routes
 
 
 def add_platform_routes(
-    app: FastAPI, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, platform: Platform | None = None
+    app: Starlette, dataplane: DataPlane, settings: Settings, telemetry: Telemetry, platform: Platform | None = None
 ) -> None:
     """Register the routes; ``platform`` defaults to the environment's (``settings.platform``)."""
     platform = platform or settings.platform

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 
 from handler.codecs.request import load_json_object
 from handler.protocol.dataplane import DataPlane
@@ -17,7 +18,7 @@ from handler.rest.responses import json_response
 from handler.rest.routes import route
 
 
-def add_repository_routes(app: FastAPI, dataplane: DataPlane, settings: Settings) -> None:
+def add_repository_routes(app: Starlette, dataplane: DataPlane, settings: Settings) -> None:
     """``POST /v2/repository/index`` and ``/v2/repository/models/{m}/load|unload``."""
 
     @route(app, "POST", "/v2/repository/index", tags=["repository"])
@@ -62,7 +63,7 @@ STATEFUL_ROUTES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def _add_stateful_routes(app: FastAPI) -> None:
+def _add_stateful_routes(app: Starlette) -> None:
     """501 with what to do instead, rather than 404, for a client written for Triton; left out of the OpenAPI
     document (they serve nothing)."""
     for extension, routes in STATEFUL_ROUTES.items():

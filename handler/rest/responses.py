@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import orjson
-from fastapi.responses import Response
+from starlette.responses import Response
 
 from handler.observability.telemetry import InferObservation
 from handler.rest.body import compress, negotiate_encoding

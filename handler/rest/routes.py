@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fastapi import FastAPI
-from fastapi.routing import APIRoute
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from fastapi.routing import APIRoute
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 
@@ -64,6 +66,8 @@ class PlainRoute(Route):
         return await self.declared(**arguments)
 
     def api_route(self) -> APIRoute:
+        from fastapi.routing import APIRoute  # only for the OpenAPI document (rest/openapi.py)
+
         methods = self.methods or set()
         return APIRoute(
             self.path, self.declared, methods=methods, tags=list(self.tags), include_in_schema=self.include_in_schema
@@ -71,13 +75,15 @@ class PlainRoute(Route):
 
 
 def route(
-    app: FastAPI, method: str, path: str, *, tags: list[str], include_in_schema: bool = True
+    app: Starlette, method: str, path: str, *, tags: list[str], include_in_schema: bool = True
 ) -> Callable[[Endpoint], Endpoint]:
     """Decorator: add ``path`` (``method`` "GET" or "POST") to ``app`` after its other routes, as ``@app.get`` does."""
 
     def add(endpoint: Endpoint) -> Endpoint:
-        if getattr(app.state, "api_routes", False):
-            app.add_api_route(path, endpoint, methods=[method], tags=list(tags), include_in_schema=include_in_schema)
+        if getattr(app.state, "api_routes", False):  # a FastAPI app (rest/app.py)
+            app.add_api_route(  # type: ignore[attr-defined]
+                path, endpoint, methods=[method], tags=list(tags), include_in_schema=include_in_schema
+            )
         else:
             app.router.routes.append(PlainRoute(path, endpoint, method, tags, include_in_schema=include_in_schema))
         return endpoint

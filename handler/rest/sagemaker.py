@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
 from adapters.types import InferCall
@@ -53,7 +54,7 @@ def json_header_size(content_type: str | None) -> int | None:
     raise InvalidInput(f"Content-Type {SAGEMAKER_TRITON_BINARY} needs the parameter {JSON_HEADER_SIZE}=<n>")
 
 
-def add_sagemaker_routes(app: FastAPI, service: InferenceService, platform: Platform) -> None:
+def add_sagemaker_routes(app: Starlette, service: InferenceService, platform: Platform) -> None:
     """``/ping`` (200 once every model is ready, 503 before) and ``/invocations``."""
     dataplane, settings = service.dataplane, service.settings
 

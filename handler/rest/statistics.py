@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 
 
-def add_statistics_routes(app: FastAPI, dataplane: DataPlane) -> None:
+def add_statistics_routes(app: Starlette, dataplane: DataPlane) -> None:
     """The three stats routes; add them before ``/v2/models/{m}`` so that ``stats`` is not read as a name."""
 
     @route(app, "GET", "/v2/models/stats", tags=["statistics"])

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 
 from adapters.errors import ModelNotReady
 from handler.codecs.request import load_json_object
@@ -76,7 +77,7 @@ async def model_status(
     return json_response(document, 200 if ready else 503)
 
 
-def add_v1_routes(app: FastAPI, service: InferenceService, catalog: VersionCatalog) -> None:
+def add_v1_routes(app: Starlette, service: InferenceService, catalog: VersionCatalog) -> None:
     """The V1 routes, on every server and on Lambda."""
     dataplane = service.dataplane
 

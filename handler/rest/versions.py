@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
@@ -12,7 +12,7 @@ from handler.rest.responses import json_response
 from handler.rest.routes import route
 
 
-def add_version_routes(app: FastAPI, dataplane: DataPlane, settings: Settings) -> VersionCatalog:
+def add_version_routes(app: Starlette, dataplane: DataPlane, settings: Settings) -> VersionCatalog:
     """Version resources (AI Platform's ``Version``) of every local model; returns the catalog."""
     catalog = dataplane.version_catalog(settings.model_repository, Deployment.from_settings(settings))
 

@@ -7,8 +7,9 @@ The predict route takes ``{"instances": [...], "parameters": {...}}`` (TF Servin
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 
 from handler.inference.service import InferenceService
 from handler.protocol.platform import Platform, target_model
@@ -17,7 +18,7 @@ from handler.rest.routes import route
 from handler.rest.v1 import predict
 
 
-def add_vertex_routes(app: FastAPI, service: InferenceService, platform: Platform) -> None:
+def add_vertex_routes(app: Starlette, service: InferenceService, platform: Platform) -> None:
     """The routes Vertex AI sends health checks and prediction requests to, when it names them."""
     dataplane = service.dataplane
 

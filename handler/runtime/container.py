@@ -78,4 +78,5 @@ def build_dataplane(settings: Settings) -> DataPlane:
     if settings.eager_load:
         repository.load_defaults()
     router = ModelRouter(repository, settings.triton)
-    return DataPlane(router, settings.server_name, Statistics(settings.stats_dir))
+    extensions = ("s3_tensors",) if settings.s3_tensor_prefixes else ()
+    return DataPlane(router, settings.server_name, Statistics(settings.stats_dir), extensions)

@@ -6,9 +6,12 @@ type, the tensor and the choices.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,9 +20,10 @@ import pandas as pd
 import pytest
 
 from handler.codecs import decode_response, encode_request
-from tests.conftest import LiveServer
 from tests.content_type_models import content_server  # noqa: F401  (fixture)
+from tests.mlserver_env import mlserver_python
 from tests.samples import SAMPLES, TABLE_DATATYPES
+from tests.servers import LiveServer
 
 
 @pytest.fixture(scope="module")
@@ -344,3 +348,117 @@ def test_pd_errors(http: httpx.Client) -> None:
     assert "content type 'pd': column 'b' (object) cannot become the model's FP32 input" in error(
         infer(http, "matrix", text)
     )
+
+
+# -- MLServer's own codecs at the other end: every content type, both directions -----------------------------
+
+MLSERVER_CODECS = Path(__file__).resolve().parents[1] / "tool_scripts" / "mlserver_codecs.py"
+STAMP = [datetime(2022, 1, 11, 11, 0, 0), datetime(1999, 12, 31, 23, 59, 59, 250000),
+         datetime(2022, 1, 11, 11, 0, tzinfo=timezone(timedelta(hours=2)))]  # fmt: skip
+BLOBS = [bytes(range(128)), "héllo ☃".encode(), b""]  # UTF-8: the identity model's ONNX string tensor takes it
+
+
+def tagged(found: Any, kind: str) -> dict[str, Any]:
+    """A value as tests/tool_scripts/mlserver_codecs.py tags it (flat numpy data, NaN as None, bytes as latin-1)."""
+    if kind == "pd":
+        columns = {str(n): (tagged(c.to_numpy(), "np") if pd.api.types.is_numeric_dtype(c) else tagged(c, "str"))
+                   for n, c in found.items()}  # fmt: skip
+        return {"pd": columns}
+    if kind == "np":
+        array = np.asarray(found)
+        data = [None if isinstance(x, float) and math.isnan(x) else x for x in array.ravel().tolist()]
+        return {"np": {"dtype": array.dtype.str, "shape": list(array.shape), "data": data}}
+    items = list(found)
+    if kind == "base64":
+        return {"base64": [item.decode("latin-1") for item in items]}
+    if kind == "datetime":
+        return {"datetime": [item.isoformat() for item in items]}
+    return {"str": [item.decode() if isinstance(item, bytes) else item for item in items]}
+
+
+def _case(name: str, content_type: str, level: str, model: str, value: Any) -> dict[str, Any]:
+    return {"name": name, "content_type": content_type, "level": level, "model": model, "value": value,
+            "tagged": tagged(value, content_type)}  # fmt: skip
+
+
+CODEC_CASES = [
+    *[_case(f"np-{level}-{datatype}", "np", level, f"flat_{datatype.lower()}", SAMPLES[datatype][1].ravel())
+      for datatype in TABLE_DATATYPES if datatype != "BYTES" for level in ("input", "request")],
+    _case("str-input", "str", "input", "flat_bytes", WORDS),
+    _case("str-request", "str", "request", "flat_bytes", WORDS),
+    _case("base64-input", "base64", "input", "flat_bytes", BLOBS),
+    _case("datetime-input", "datetime", "input", "flat_bytes", STAMP),
+    _case("pd-request", "pd", "request", "people",
+          pd.DataFrame({"First Name": ["Joanne", "Michaël"], "Age": np.array([34, 22], dtype=np.int32)})),
+]  # fmt: skip
+
+
+def _comparable(found: dict[str, Any]) -> Any:
+    """A tagged value without what [N] versus [N, 1] changes ("[N] is equivalent to [N, 1]"), per column."""
+    ((kind, body),) = found.items()
+    if kind == "np":
+        return {"np": {"dtype": body["dtype"], "data": body["data"]}}
+    if kind == "pd":
+        return {"pd": {name.removesuffix("_out"): _comparable(column) for name, column in body.items()}}
+    return found
+
+
+def _mlserver_job(**documents: dict[str, Any]) -> dict[str, Any]:
+    cases = [{key: case[key] for key in ("name", "content_type", "level")} | {"value": case["tagged"]}
+             for case in CODEC_CASES]  # fmt: skip
+    done = subprocess.run([mlserver_python(), str(MLSERVER_CODECS)], input=json.dumps({"cases": cases, **documents}),
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _ours(case: dict[str, Any]) -> dict[str, Any]:
+    if case["level"] == "request":
+        return encode_request(case["value"], content_type=case["content_type"])
+    return encode_request({"INPUT0": case["value"]})
+
+
+@pytest.fixture(scope="module")
+def mlserver_codecs(http: httpx.Client) -> dict[str, dict[str, Any]]:
+    """MLServer's requests and responses for every case, its reading of our requests (encode_request) and of our
+    server's answers to its requests; the answers themselves."""
+    first = _mlserver_job(requests={case["name"]: _ours(case) for case in CODEC_CASES})
+    answers = {}
+    for case in CODEC_CASES:
+        request = first["encoded_requests"][case["name"]]
+        if case["level"] == "input" and case["content_type"] in ("base64", "datetime"):
+            request["outputs"] = [{"name": "OUTPUT0", "parameters": {"content_type": case["content_type"]}}]
+        response = http.post(f"/v2/models/{case['model']}/infer", json=request)
+        assert response.status_code == 200, (case["name"], response.text)
+        answers[case["name"]] = response.json()
+    second = _mlserver_job(responses=answers)
+    return {**first, "decoded_responses": second["decoded_responses"], "answers": answers}
+
+
+@pytest.mark.parametrize("case", CODEC_CASES, ids=[case["name"] for case in CODEC_CASES])
+def test_mlservers_request_is_answered_as_mlserver_reads_it(
+    mlserver_codecs: dict[str, dict[str, Any]], case: dict[str, Any]
+) -> None:
+    """MLServer's codec encodes the request, our server answers it, MLServer's codec reads the answer back to
+    the values sent; the answer names the content type where MLServer looks for it."""
+    answer = mlserver_codecs["answers"][case["name"]]
+    named = answer.get("parameters", {}) if case["level"] == "request" else answer["outputs"][0].get("parameters", {})
+    assert named.get("content_type") == case["content_type"], answer
+    assert _comparable(mlserver_codecs["decoded_responses"][case["name"]]) == _comparable(case["tagged"])
+
+
+@pytest.mark.parametrize("case", CODEC_CASES, ids=[case["name"] for case in CODEC_CASES])
+def test_our_request_reads_in_mlserver_as_the_values_encoded(
+    mlserver_codecs: dict[str, dict[str, Any]], case: dict[str, Any]
+) -> None:
+    assert _comparable(mlserver_codecs["decoded_requests"][case["name"]]) == _comparable(case["tagged"])
+
+
+@pytest.mark.parametrize("case", CODEC_CASES, ids=[case["name"] for case in CODEC_CASES])
+def test_mlservers_response_decodes_to_the_values_encoded(
+    mlserver_codecs: dict[str, dict[str, Any]], case: dict[str, Any]
+) -> None:
+    decoded = decode_response(mlserver_codecs["encoded_responses"][case["name"]])
+    if not isinstance(decoded, pd.DataFrame):
+        (decoded,) = decoded.values()
+    assert _comparable(tagged(decoded, case["content_type"])) == _comparable(case["tagged"])

@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.rest.app import create_app
 from handler.rest.routes import PlainRoute
+from handler.runtime.container import build_dataplane
 from handler.server import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,3 +96,16 @@ def test_building_the_app_does_not_import_pydantic_v1() -> None:
     )
     result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_the_embeddable_app_is_fastapi_and_answers_as_the_served_one(clients: tuple[TestClient, TestClient]) -> None:
+    settings = Settings.from_env(model_repository=str(DEMO_REPOSITORY))
+    app = create_app(build_dataplane(settings), settings)
+    assert isinstance(app, FastAPI) and not isinstance(clients[0].app, FastAPI)
+    assert app.openapi() == clients[0].get("/openapi.json").json()
+    with TestClient(app, raise_server_exceptions=False) as embedded:
+        for method, path in [*REQUESTS, ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]:
+            ours, theirs = clients[0].request(method, path), embedded.request(method, path)
+            assert (ours.status_code, ours.headers.get("content-type"), ours.content) == (
+                theirs.status_code, theirs.headers.get("content-type"), theirs.content,
+            ), (method, path)  # fmt: skip

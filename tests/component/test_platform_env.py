@@ -4,9 +4,7 @@ platform's environment alone decides the port, the routes and the model reposito
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,36 +15,28 @@ import pytest
 from handler.protocol.platform import SAGEMAKER_MODEL_DIR, Platform
 from handler.protocol.settings import Settings
 from tests import platform_models
-from tests.conftest import free_port
+from tests.servers import HeldPort, environment, http_ok, running, serve_command
 
 PLATFORM_VARIABLES = ("AIP_", "SAGEMAKER_", "OIP_", "MODEL_REPOSITORY")
 
 
 @contextmanager
-def serve_without_arguments(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(PLATFORM_VARIABLES)}
-    # OIP_PORT and OIP_HOST as a generic image bakes them in: the platform's variables must win over them.
-    command = [sys.executable, "-m", "handler.cli", "serve", "--no-access-log"]
-    environment = {**clean, "OIP_PORT": "1", "OIP_HOST": "127.0.0.2", "OIP_WORKERS": "1", **env}
-    with subprocess.Popen(command, env=environment, stderr=subprocess.PIPE) as process:
-        try:
-            yield process
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-
-
-def wait_for(process: subprocess.Popen[bytes], url: str) -> httpx.Response:
-    deadline = time.monotonic() + 60
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"oip serve exited: {process.stderr.read().decode() if process.stderr else ''}")
-        try:
-            return httpx.get(url, timeout=1)
-        except httpx.TransportError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+def serve_without_arguments(env: dict[str, str], health: str, command: list[str] | None = None) -> Iterator[str]:
+    """``oip serve`` with no arguments (or ``command``) in the platform's environment ``env``, whose port variable
+    names ``{port}``: a held port put there. Yields the base URL once ``health`` answers 200."""
+    with HeldPort() as held:
+        base = f"http://127.0.0.1:{held.port}"
+        # OIP_PORT and OIP_HOST as a generic image bakes them in: the platform's variables must win over them.
+        # Metrics off: its fixed default port (8002) would collide with other servers on this machine.
+        baked = {"OIP_PORT": "1", "OIP_HOST": "127.0.0.2", "OIP_WORKERS": "1", "OIP_METRICS_PORT": "0"}
+        platform = {key: value.format(port=held.port) for key, value in env.items()}
+        with running(
+            "oip serve",
+            command or serve_command("--no-access-log"),
+            lambda _: http_ok(base + health),
+            env=environment(baked | platform, drop=PLATFORM_VARIABLES),
+        ):
+            yield base
 
 
 @pytest.fixture(scope="module")
@@ -57,27 +47,20 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_vertex_ai_contract(repository: Path) -> None:
-    port = free_port()
     env = {
-        "AIP_HTTP_PORT": str(port),
+        "AIP_HTTP_PORT": "{port}",
         "AIP_HEALTH_ROUTE": "/v1/endpoints/1/deployedModels/2",
         "AIP_PREDICT_ROUTE": "/v1/endpoints/1/deployedModels/2:predict",
         "AIP_STORAGE_URI": str(repository),
     }
-    with serve_without_arguments(env) as process:
-        base = f"http://127.0.0.1:{port}"
-        health = wait_for(process, f"{base}/v1/endpoints/1/deployedModels/2")
-        assert health.status_code == 200
+    with serve_without_arguments(env, "/v1/endpoints/1/deployedModels/2") as base:
         response = httpx.post(f"{base}/v1/endpoints/1/deployedModels/2:predict", json={"instances": [1.0, 5.0]})
         assert response.json() == {"predictions": [3.5, 5.5]}
 
 
 def test_sagemaker_contract(repository: Path) -> None:
-    port = free_port()
-    env = {"SAGEMAKER_BIND_TO_PORT": str(port), "MODEL_REPOSITORY": str(repository)}
-    with serve_without_arguments(env) as process:
-        base = f"http://127.0.0.1:{port}"
-        assert wait_for(process, f"{base}/ping").status_code == 200
+    env = {"SAGEMAKER_BIND_TO_PORT": "{port}", "MODEL_REPOSITORY": str(repository)}
+    with serve_without_arguments(env, "/ping") as base:
         document = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [2.0]}]}
         response = httpx.post(f"{base}/invocations", json=document)
         assert response.json()["outputs"][0]["data"] == [4.0]
@@ -106,14 +89,8 @@ def test_platform_detection_and_defaults() -> None:
 
 def test_the_images_entrypoint_serves_sagemakers_serve_argument(repository: Path) -> None:
     # SageMaker runs `docker run IMAGE serve`; infra/entrypoint.sh is the image's ENTRYPOINT.
-    port = free_port()
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(PLATFORM_VARIABLES)}
-    env = {**clean, "PATH": f"{Path(sys.executable).parent}:{clean.get('PATH', '')}", "OIP_PORT": "8000",
-           "OIP_WORKERS": "1", "SAGEMAKER_BIND_TO_PORT": str(port), "MODEL_REPOSITORY": str(repository)}  # fmt: skip
     entrypoint = Path(__file__).resolve().parents[2] / "infra" / "entrypoint.sh"
-    with subprocess.Popen(["sh", str(entrypoint), "serve"], env=env, stderr=subprocess.PIPE) as process:
-        try:
-            assert wait_for(process, f"http://127.0.0.1:{port}/ping").status_code == 200
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "OIP_PORT": "8000",
+           "SAGEMAKER_BIND_TO_PORT": "{port}", "MODEL_REPOSITORY": str(repository)}  # fmt: skip
+    with serve_without_arguments(env, "/ping", ["sh", str(entrypoint), "serve"]) as base:
+        assert httpx.get(f"{base}/ping").status_code == 200

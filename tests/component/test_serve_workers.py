@@ -23,23 +23,44 @@ import httpx
 import pytest
 
 from handler.protocol.settings import DEMO_REPOSITORY
-from tests.conftest import free_port
+from tests.servers import (
+    STARTUP_TIMEOUT,
+    HeldPort,
+    OipServer,
+    children,
+    launch,
+    oip_serve,
+    serve_command,
+    wait_for,
+)
 
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
 
 
 @dataclass
 class Served:
-    process: subprocess.Popen[bytes]
-    url: str
-    port: int
+    server: OipServer
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.server.child.popen
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def output(self) -> str:
+        return self.server.child.text()
 
     def workers(self) -> set[int]:
         """The supervisor's worker processes: forked from it, so with its command line (a spawned worker's is
         ``python -c 'from multiprocessing.spawn import spawn_main; ...'``: none is found then)."""
         supervisor = _cmdline(self.process.pid)
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        return {int(pid) for pid in children if _cmdline(int(pid)) == supervisor}
+        return {pid for pid in children(self.process.pid) if _cmdline(pid) == supervisor}
 
 
 def _cmdline(pid: int) -> str:
@@ -69,21 +90,54 @@ def _mapped(pid: int, library: str) -> bool:
 
 
 def _wait_for_workers(served: Served, count: int = 2) -> set[int]:
-    deadline = time.monotonic() + 30
-    while len(served.workers()) < count:
-        assert time.monotonic() < deadline, f"{count} workers did not start: {served.workers()}"
-        time.sleep(0.2)
-    return served.workers()
+    return wait_for(lambda: found if len(found := served.workers()) >= count else set(), f"{count} workers")
 
 
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
+@dataclass(frozen=True)
+class TcpSocket:
+    """A row of ``/proc/<pid>/net/tcp``."""
+
+    local_port: int
+    remote_port: int
+    state: str  # 01 established, 0A listening
+    unread: int  # bytes received that no process has read yet
+    inode: int
+
+
+def _tcp(pid: int) -> list[TcpSocket]:
+    rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    found = []
+    for row in rows:
+        fields = row.split()
+        queues = fields[4].split(":")
+        found.append(TcpSocket(int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16), fields[3],
+                               int(queues[1], 16), int(fields[9])))  # fmt: skip
+    return found
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    """The sockets among a process's open files."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def _counted_models(pid: int) -> set[str]:
+    """The models a worker has counted a request of: the keys listed beside its statistics counters file."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        if line.endswith(".counters"):
+            keys = Path(line.split(maxsplit=5)[5]).with_suffix(".keys")
+            return {row.split("\t")[-1] for row in keys.read_text().splitlines()}
+    return set()
 
 
 def _answers(url: str) -> bool:
     try:
-        return httpx.post(f"{url}/v2/models/iris/infer", json=IRIS, timeout=2).status_code == 200
+        return httpx.post(f"{url}/v2/models/iris/infer", json=IRIS, timeout=5).status_code == 200
     except httpx.TransportError:
         return False
 
@@ -98,57 +152,37 @@ def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @contextmanager
 def serve(
-    repository: Path, *args: str, probe: Callable[[str], bool] = _answers, env: dict[str, str] | None = None
+    repository: Path,
+    *args: str,
+    probe: Callable[[str], bool] = _answers,
+    env: dict[str, str] | None = None,
+    grpc: bool = False,
 ) -> Iterator[Served]:
-    """``oip serve`` (in ``env``, default this process's) until ``probe`` (default: an inference) succeeds; killed
-    if a test leaves it running."""
-    port = free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(repository)]
-    command += ["--port", str(port), "--no-access-log", *args]
+    """``oip serve`` (in ``env``, default this process's) until ``probe`` (default: an inference) succeeds; stopped
+    with every worker it started when the block ends."""
     environment = {**(os.environ if env is None else env), "OIP_LOG_LEVEL": "warning"}
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, env=environment)
-    served = Served(process, f"http://127.0.0.1:{port}", port)
-    workers: set[int] = set()
-    try:
-        deadline = time.monotonic() + 60
-        while not probe(served.url):
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            assert time.monotonic() < deadline, "oip serve did not answer within 60 s"
-            time.sleep(0.2)
-        workers = served.workers()
-        yield served
-    finally:
-        if process.poll() is None:
-            workers |= served.workers()
-            process.terminate()  # the supervisor stops its workers
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        for pid in workers:  # a worker left behind by a failed test must not outlive it
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    with oip_serve(
+        "--model-repository", str(repository), *args, env=environment, grpc=grpc, probe=lambda found: probe(found.url)
+    ) as server:
+        yield Served(server)
 
 
 def test_workers_share_one_port_and_each_serves(iris_repository: Path) -> None:
+    """Fresh connections to the one port reach every worker: each counts iris requests of its own."""
     with serve(iris_repository, "--workers", "2") as served:
-        deadline = time.monotonic() + 30
-        while len(served.workers()) < 2:
-            assert time.monotonic() < deadline, "two workers did not start"
-            time.sleep(0.2)
-        workers = served.workers()
-        before = {pid: _cpu_ticks(pid) for pid in workers}
+        workers = _wait_for_workers(served)
 
         def fresh_connection_infer(_: int) -> int:
             with httpx.Client() as client:  # a new connection each time: the kernel spreads them over workers
                 return client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code
 
-        with ThreadPoolExecutor(8) as pool:
-            statuses = list(pool.map(fresh_connection_infer, range(160)))
-        assert statuses == [200] * 160
-        used = {pid: _cpu_ticks(pid) - before[pid] for pid in workers}
-        assert all(ticks > 0 for ticks in used.values()), f"a worker served nothing: {used}"
+        def every_worker_answered() -> bool:
+            with ThreadPoolExecutor(8) as pool:
+                assert set(pool.map(fresh_connection_infer, range(16))) == {200}
+            return all("iris" in _counted_models(pid) for pid in workers)
+
+        wait_for(every_worker_answered, "a worker answered no request")
+        assert served.workers() == workers
 
 
 def _start_slow_request(port: int) -> tuple[socket.socket, bytes]:
@@ -165,10 +199,24 @@ def _start_slow_request(port: int) -> tuple[socket.socket, bytes]:
 
 def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Path) -> None:
     with serve(iris_repository, "--workers", "2", "--drain-timeout", "20") as served:
+        workers = _wait_for_workers(served)
         connections = [_start_slow_request(served.port) for _ in range(4)]
-        time.sleep(0.5)  # the workers have read the headers
+        clients = {connection.getsockname()[1] for connection, _ in connections}
+
+        def read_by_workers() -> bool:
+            """Each request's connection is accepted by a worker, which has read all that was sent (its head)."""
+            owned = set().union(*(_socket_inodes(pid) for pid in workers))
+            read = {row.remote_port for row in _tcp(served.process.pid) if row.local_port == served.port
+                    and row.state == "01" and row.unread == 0 and row.inode in owned}  # fmt: skip
+            return clients <= read
+
+        wait_for(read_by_workers, "the workers did not read the requests' heads")
+        listening = {
+            row.inode for row in _tcp(served.process.pid) if row.local_port == served.port and row.state == "0A"
+        }
         served.process.send_signal(signal.SIGTERM)
-        time.sleep(1.0)  # the supervisor passed SIGTERM on; the workers are draining
+        # A draining worker has closed its listening socket (uvicorn's shutdown) and waits for its requests.
+        wait_for(lambda: all(not _socket_inodes(pid) & listening for pid in workers), "the workers did not drain")
         answers = []
         for connection, rest in connections:
             connection.sendall(rest)
@@ -182,16 +230,9 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Pa
 
 def test_a_killed_worker_is_replaced_and_the_port_keeps_answering(iris_repository: Path) -> None:
     with serve(iris_repository, "--workers", "2") as served:
-        deadline = time.monotonic() + 30
-        while len(served.workers()) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        victim = min(served.workers())
+        victim = min(_wait_for_workers(served))
         os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while not (len(served.workers()) == 2 and victim not in served.workers()):
-            assert time.monotonic() < deadline, f"worker {victim} was not replaced: {served.workers()}"
-            time.sleep(0.2)
+        wait_for(lambda: len(now := served.workers()) == 2 and victim not in now, f"worker {victim} was not replaced")
         assert all(_answers(served.url) for _ in range(20))
 
 
@@ -240,8 +281,7 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_grpc(iris_
     with the signal handlers of a fresh interpreter rather than the supervisor's."""
     import tritonclient.grpc as triton_grpc
 
-    grpc_port = free_port()
-    with serve(iris_repository, "--workers", "2", "--grpc-port", str(grpc_port)) as served:
+    with serve(iris_repository, "--workers", "2", grpc=True) as served:
         workers = _wait_for_workers(served)
         supervisor = served.process.pid
         assert _status(supervisor, "Threads") == "1"
@@ -249,16 +289,43 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_grpc(iris_
         assert _mapped(supervisor, "onnxruntime_pybind11_state"), "onnxruntime was not preloaded"
         assert not _mapped(supervisor, "cygrpc")
         assert {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} <= _caught(supervisor)
-        deadline = time.monotonic() + 30
-        while not all(_mapped(pid, "cygrpc") for pid in workers):  # each worker starts its gRPC server
-            assert time.monotonic() < deadline, "a worker did not start gRPC"
-            time.sleep(0.2)
+        # each worker starts its gRPC server
+        wait_for(lambda: all(_mapped(pid, "cygrpc") for pid in workers), "a worker did not start gRPC")
         for pid in workers:
             assert _mapped(pid, "onnxruntime_pybind11_state")
             assert not {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} & _caught(pid)
             assert signal.SIGTERM in _caught(pid)  # uvicorn's own handler: drain, then exit
-        client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        client = triton_grpc.InferenceServerClient(str(served.server.grpc))
         assert all(client.is_server_ready() for _ in range(10))
+
+
+#: The end of a child program that defined ``before`` (its threads before importing onnxruntime) and ``child()``:
+#: five forks running ``child()``; prints the threads the import started and how many children exited 0 within
+#: ``sys.argv[1]`` seconds (one still running then is killed).
+FORK_FIVE = """
+threads = len(os.listdir("/proc/self/task")) - before
+clean = 0
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:
+        child()
+    deadline = time.monotonic() + float(sys.argv[1])
+    while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not outcome[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
+print(threads, clean)
+"""
+
+
+def _fork_five(program: str, seconds: float, env: dict[str, str], *args: str) -> list[int]:
+    """Run ``program`` + ``FORK_FIVE`` in a fresh interpreter: [threads the import started, children exited 0]."""
+    command = [sys.executable, "-c", program + FORK_FIVE, str(seconds), *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return [int(word) for word in result.stdout.split()]
 
 
 def test_with_its_telemetry_on_onnxruntime_is_not_fork_safe_after_import() -> None:
@@ -266,83 +333,57 @@ def test_with_its_telemetry_on_onnxruntime_is_not_fork_safe_after_import() -> No
     its import starts an uploader thread, and a forked child that exits normally then hangs or aborts (joining a
     thread it does not have). The child runs as a deployment does: without the CI variables, with which onnxruntime
     skips its telemetry by itself. If this fails, onnxruntime may be preloaded whatever its telemetry."""
-    child = """
+    program = """
 import os, signal, sys, time
 import numpy
 before = len(os.listdir("/proc/self/task"))
 import onnxruntime
-deadline = time.monotonic() + 10
+deadline = time.monotonic() + 60
 while len(os.listdir("/proc/self/task")) <= before and time.monotonic() < deadline:
     time.sleep(0.01)  # the thread starts soon after the import returns, not always before: fork once it runs
-threads = len(os.listdir("/proc/self/task")) - before
-clean = 0
-for _ in range(5):  # the child's exit joins a thread it does not have: it hangs or aborts (seen once to get away)
-    pid = os.fork()
-    if pid == 0:
-        sys.exit(0)
-    deadline = time.monotonic() + 1.5  # a clean exit takes milliseconds
-    while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if not outcome[0]:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
-print(threads, clean)
+
+
+def child():  # its exit joins a thread it does not have: it hangs or aborts (seen once to get away)
+    sys.exit(0)
 """
     quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS", "ORT_DISABLE_TELEMETRY")
-    env = {k: v for k, v in os.environ.items() if k not in quiet}
-    result = subprocess.run(
-        [sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60, check=True
-    )
-    threads, clean = result.stdout.split()
-    assert int(threads) >= 1, "onnxruntime's import started no thread"
-    assert int(clean) < 5, "five forked children exited cleanly: onnxruntime may now be imported before a fork"
+    threads, clean = _fork_five(program, 3, {k: v for k, v in os.environ.items() if k not in quiet})
+    assert threads >= 1, "onnxruntime's import started no thread"
+    assert clean < 5, "five forked children exited cleanly: onnxruntime may now be imported before a fork"
 
 
 def test_with_its_telemetry_off_onnxruntime_is_fork_safe_after_import() -> None:
     """Why the supervisor preloads onnxruntime by default: with ``ORT_DISABLE_TELEMETRY=1`` its import starts no
-    thread, and children forked after it open and run a session (with their own intra-op threads) and exit 0,
+    thread (tests/unit/test_onnxruntime_telemetry.py: the uploader is on only if its store is written during the
+    import), and children forked after it open and run a session (with their own intra-op threads) and exit 0,
     five times out of five. Without the CI variables, as a deployment runs."""
-    child = """
+    program = """
 import os, signal, sys, time
 import numpy
+before = len(os.listdir("/proc/self/task"))
 import onnxruntime
-time.sleep(0.5)  # with telemetry on, the uploader's thread starts by now
-threads = len(os.listdir("/proc/self/task"))
-clean = 0
-for _ in range(5):
-    pid = os.fork()
-    if pid == 0:
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 2
-        session = onnxruntime.InferenceSession(sys.argv[1], options, providers=["CPUExecutionProvider"])
-        outputs = session.run(None, {session.get_inputs()[0].name: numpy.ones((1, 4), numpy.float32)})
-        sys.exit(0 if outputs else 1)
-    deadline = time.monotonic() + 10
-    while not (outcome := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not outcome[0]:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    clean += bool(outcome[0] and os.WIFEXITED(outcome[1]) and os.WEXITSTATUS(outcome[1]) == 0)
-print(threads, clean)
+
+
+def child():
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = onnxruntime.InferenceSession(sys.argv[2], options, providers=["CPUExecutionProvider"])
+    outputs = session.run(None, {session.get_inputs()[0].name: numpy.ones((1, 4), numpy.float32)})
+    sys.exit(0 if outputs else 1)
 """
     quiet = ("CI", "TF_BUILD", "GITHUB_ACTIONS")
     env = {k: v for k, v in os.environ.items() if k not in quiet}
     env.update(ORT_DISABLE_TELEMETRY="1", OPENBLAS_NUM_THREADS="1")
     model = str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx")
-    result = subprocess.run(
-        [sys.executable, "-c", child, model], env=env, capture_output=True, text=True, timeout=120, check=True
-    )
-    assert result.stdout.split() == ["1", "5"], result.stderr
+    assert _fork_five(program, 60, env, model) == [0, 5]
 
 
 @pytest.mark.parametrize(
     ("telemetry", "loaded"),
     [
-        (None, "fastapi,numpy,onnxruntime,uvloop"),
-        ("1", "fastapi,numpy,onnxruntime,uvloop"),
-        ("0", "fastapi,numpy,uvloop"),
+        (None, "numpy,onnxruntime,starlette,uvloop"),
+        ("1", "numpy,onnxruntime,starlette,uvloop"),
+        ("0", "numpy,starlette,uvloop"),
     ],
 )
 def test_the_preload_starts_no_thread_and_imports_onnxruntime_only_with_its_telemetry_off(
@@ -350,12 +391,13 @@ def test_the_preload_starts_no_thread_and_imports_onnxruntime_only_with_its_tele
 ) -> None:
     """What ``oip serve``'s supervisor imports before forking leaves it single-threaded (OpenBLAS held to one
     thread while numpy loads), with the environment as it was given; onnxruntime is among it unless a deployment
-    turned its telemetry on, grpc and websockets never."""
+    turned its telemetry on, grpc, websockets and FastAPI (imported only for the API's documents) never."""
     child = """
 import os, sys
 from handler.cli.serve import _preload
 _preload()
-loaded = sorted(m for m in ("numpy", "fastapi", "uvloop", "onnxruntime", "grpc", "websockets") if m in sys.modules)
+names = ("numpy", "starlette", "fastapi", "uvloop", "onnxruntime", "grpc", "websockets")
+loaded = sorted(m for m in names if m in sys.modules)
 print(len(os.listdir("/proc/self/task")), ",".join(loaded), os.environ.get("OPENBLAS_NUM_THREADS"))
 """
     quiet = ("OPENBLAS_NUM_THREADS", "ORT_DISABLE_TELEMETRY", "CI", "TF_BUILD", "GITHUB_ACTIONS")
@@ -377,10 +419,8 @@ def test_with_telemetry_on_the_workers_import_onnxruntime_themselves(iris_reposi
         workers = _wait_for_workers(served)
         assert _status(served.process.pid, "Threads") == "1"
         assert not _mapped(served.process.pid, "onnxruntime_pybind11_state")
-        deadline = time.monotonic() + 30
-        while not all(_mapped(pid, "onnxruntime_pybind11_state") for pid in workers):
-            assert time.monotonic() < deadline, "a worker did not import onnxruntime"
-            time.sleep(0.2)
+        imported = lambda: all(_mapped(pid, "onnxruntime_pybind11_state") for pid in workers)  # noqa: E731
+        wait_for(imported, "a worker did not import onnxruntime")
         assert all(_answers(served.url) for _ in range(4))
 
 
@@ -407,14 +447,18 @@ def test_ready_only_once_every_model_is_loaded() -> None:
 def test_a_worker_that_cannot_start_stops_oip_serve_with_uvicorns_startup_failure(iris_repository: Path) -> None:
     """A worker whose app does not start (here its gRPC port is taken) would fail the same way again: the
     supervisor stops every worker and exits 3 (uvicorn's ``STARTUP_FAILURE``) instead of replacing it forever."""
-    with socket.socket() as taken:
+    with socket.socket() as taken, HeldPort() as port:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(iris_repository)]
-        command += ["--port", str(free_port()), "--grpc-port", str(taken.getsockname()[1]), "--workers", "2"]
-        result = subprocess.run(command, capture_output=True, timeout=120, env={**os.environ, "OIP_LOG_LEVEL": "info"})
-    assert result.returncode == 3, result.stderr.decode()[-2000:]
-    assert b"failed to start: stopping" in result.stderr
+        command = serve_command("--model-repository", str(iris_repository), "--port", str(port.port),
+                                "--grpc-port", str(taken.getsockname()[1]), "--workers", "2")  # fmt: skip
+        child = launch("oip serve", command, env={**os.environ, "OIP_LOG_LEVEL": "info", "OIP_METRICS_PORT": "0"})
+        try:
+            status = child.popen.wait(timeout=STARTUP_TIMEOUT)
+        finally:
+            child.stop()
+    assert status == 3, child.text()[-2000:]
+    assert "failed to start: stopping" in child.text()
 
 
 def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repository: Path) -> None:
@@ -422,11 +466,10 @@ def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repo
     one more, SIGTTOU stops one (never the last), SIGUSR1 does nothing; the port answers throughout."""
 
     def until(condition: Callable[[set[int]], bool], what: str) -> set[int]:
-        deadline = time.monotonic() + 30
-        while not condition(workers := served.workers()):
-            assert time.monotonic() < deadline, f"{what}: {workers}"
-            time.sleep(0.2)
-        return workers
+        def detail() -> str:
+            return f"workers {served.workers()} (first {first}); oip serve's last lines:\n{served.output()[-3000:]}"
+
+        return wait_for(lambda: now if condition(now := served.workers()) else set(), what, detail=detail)
 
     with serve(iris_repository, "--workers", "2") as served:
         first = _wait_for_workers(served)
@@ -450,22 +493,23 @@ def test_a_client_that_connects_while_oip_serve_starts_waits_and_is_answered(
     connection is accepted before a worker exists (2 workers) or before onnxruntime is loaded (1), waits in the
     backlog instead of being refused, and its readiness request is answered 200 once a worker serves, models
     loaded. (uvicorn alone binds the port but listens only when a worker starts serving.)"""
-    port = free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(iris_repository)]
-    command += ["--port", str(port), "--no-access-log", "--workers", workers]
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, env={**os.environ, "OIP_LOG_LEVEL": "warning"})
+    held = HeldPort()
+    command = serve_command("--model-repository", str(iris_repository), "--port", str(held.port), "--no-access-log",
+                            "--workers", workers)  # fmt: skip
+    child = launch("oip serve", command, env={**os.environ, "OIP_LOG_LEVEL": "warning", "OIP_METRICS_PORT": "0"})
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             try:
-                client = socket.create_connection(("127.0.0.1", port), timeout=60)
+                client = socket.create_connection(("127.0.0.1", held.port), timeout=60)
                 break
             except ConnectionRefusedError:
-                assert process.poll() is None and time.monotonic() < deadline, "oip serve never listened"
+                if not child.running() or time.monotonic() > deadline:
+                    raise child.failure("never listened") from None
                 time.sleep(0.005)
         starting = {
-            "children": Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split(),
-            "onnxruntime": _mapped(process.pid, "onnxruntime_pybind11_state"),
+            "children": children(child.pid),
+            "onnxruntime": _mapped(child.pid, "onnxruntime_pybind11_state"),
         }
         with client:
             client.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: oip\r\nConnection: close\r\n\r\n")
@@ -473,5 +517,5 @@ def test_a_client_that_connects_while_oip_serve_starts_waits_and_is_answered(
         assert answer.startswith(b"HTTP/1.1 200"), answer
         assert starting == {"children": [], "onnxruntime": False}
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        child.stop()
+        held.close()

@@ -39,7 +39,9 @@ def server() -> Iterator[tuple[int, int]]:
     """``oip serve`` over the demo repository, as the pages start it, on free ports: (HTTP port, gRPC port)."""
     port, grpc_port = free_port(), free_port()
     command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--grpc-port", str(grpc_port)]
-    environment = {k: v for k, v in os.environ.items() if k != "MODEL_REPOSITORY"} | {"OIP_WORKERS": "1"}
+    # no metrics: their default port (8002) is one per machine, and tests start servers side by side
+    pinned = {"OIP_WORKERS": "1", "OIP_METRICS_PORT": "0"}
+    environment = {k: v for k, v in os.environ.items() if k != "MODEL_REPOSITORY"} | pinned
     with subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, cwd=ROOT) as process:
         try:
             deadline = time.monotonic() + 60

@@ -4,17 +4,15 @@ memory now and at its peak, CPU time and open file descriptors. One worker, so t
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 
-from tests.conftest import free_port
+from tests import servers
 
 IRIS_ROW = [6.7, 3.0, 5.2, 2.3]
 IRIS_REQUEST = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": IRIS_ROW}]}
@@ -53,54 +51,46 @@ class OipServer:
 
 @contextmanager
 def oip_serve(*args: str, grpc: bool = False, env: dict[str, str] | None = None) -> Iterator[OipServer]:
-    """``oip serve --workers 1`` on 127.0.0.1 (the demo repository unless ``args`` say otherwise), until it answers."""
-    port, grpc_port = free_port(), free_port() if grpc else 0
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--workers", "1",
-               "--grpc-port", str(grpc_port), "--no-access-log", "--log-level", "warning", *args]  # fmt: skip
-    with subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=subprocess.DEVNULL) as process:
-        server = OipServer(f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}" if grpc else None, process.pid)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{server.url}/v2/health/ready", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("oip serve did not start")
-                time.sleep(0.1)
-            yield server
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    """``oip serve --workers 1`` on 127.0.0.1 (the demo repository unless ``args`` say otherwise), until it is ready."""
+    with servers.oip_serve("--log-level", "warning", *args, grpc=grpc, workers=1, env=env) as server:
+        yield OipServer(server.url, server.grpc, server.pid)
 
 
 def iris_answers(url: str) -> float:
-    """Seconds one normal iris request takes; it must be answered 200."""
-    started = time.perf_counter()
+    """One normal iris request, which must be answered 200; when it was answered (``time.monotonic``)."""
     response = httpx.post(f"{url}/v2/models/iris/infer", json=IRIS_REQUEST, timeout=30)
     assert response.status_code == 200, response.text
-    return time.perf_counter() - started
+    return time.monotonic()
+
+
+@dataclass
+class Answered:
+    """When each normal request made while a block ran was answered (``time.monotonic``)."""
+
+    times: list[float] = field(default_factory=list)
+
+    def between(self, start: float, end: float) -> int:
+        """How many were answered after ``start`` and before ``end``: while something else held the server."""
+        return sum(start < at < end for at in self.times)
 
 
 @contextmanager
-def normal_requests(url: str) -> Iterator[list[float]]:
-    """Normal iris requests, one after another while the block runs: the list of their times in seconds (one more
-    is made after the block, so that it is never empty)."""
-    times: list[float] = []
+def normal_requests(url: str) -> Iterator[Answered]:
+    """Normal iris requests, one after another while the block runs, each answered 200 (one more after the block,
+    so that they are never none)."""
+    answered = Answered()
     stop = threading.Event()
 
     def loop() -> None:
         while not stop.is_set():
-            times.append(iris_answers(url))
-            time.sleep(0.01)
+            answered.times.append(iris_answers(url))
+            stop.wait(0.01)
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     try:
-        yield times
+        yield answered
     finally:
         stop.set()
         thread.join(timeout=30)
-        times.append(iris_answers(url))
+        answered.times.append(iris_answers(url))

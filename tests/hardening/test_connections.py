@@ -1,12 +1,12 @@
 """Connections to ``oip serve`` cannot be held: raw sockets on 127.0.0.1 that send nothing, half a head, a body that
 stalls, a head too large or with too many fields, or bytes that begin no request, against a server started with
 one-second timeouts (``--header-timeout 1 --body-timeout 1 --keep-alive-timeout 1``) and ``--max-connections 600``.
-Each is answered or closed within a few seconds, and a normal request meanwhile is answered at once."""
+Each is answered or closed once its timeout is over (a client that waited 30 s for that fails), and normal requests
+are answered while they are held."""
 
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.hardening.oip_process import OipServer, iris_answers, normal_requests, oip_serve
+from tests.servers import wait_for
 
 MiB = 1 << 20
 TIMEOUTS = ("--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1")
@@ -27,27 +28,28 @@ def server() -> Iterator[OipServer]:
         yield served
 
 
-def _connect(server: OipServer, timeout: float = 5) -> socket.socket:
+def _connect(server: OipServer, timeout: float = 30) -> socket.socket:
     port = int(server.url.rsplit(":", 1)[1])
     return socket.create_connection(("127.0.0.1", port), timeout=timeout)
 
 
 def _until_closed(sock: socket.socket) -> tuple[bytes, float]:
-    """Everything the server sends until it closes the connection, and the seconds that took."""
-    started, received = time.perf_counter(), b""
+    """Everything the server sends until it closes the connection (socket.timeout if it never does), and the
+    seconds that took."""
+    started, received = time.monotonic(), b""
     try:
         while chunk := sock.recv(65536):
             received += chunk
     except ConnectionResetError:
         pass
-    return received, time.perf_counter() - started
+    return received, time.monotonic() - started
 
 
 def test_a_connection_that_sends_nothing_is_closed(server: OipServer) -> None:
     with _connect(server) as sock:
         received, seconds = _until_closed(sock)
     assert received == b""
-    assert 0.5 < seconds < 3
+    assert seconds > 0.5  # held until the header timeout
 
 
 def test_half_a_head_gets_408_and_the_connection_closed(server: OipServer) -> None:
@@ -56,41 +58,42 @@ def test_half_a_head_gets_408_and_the_connection_closed(server: OipServer) -> No
         received, seconds = _until_closed(sock)
     assert received.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert received.endswith(b'{"error": "the request\'s head took longer than 1.0 s"}')
-    assert 0.5 < seconds < 3
+    assert seconds > 0.5
 
 
 def test_505_sockets_holding_partial_heads_are_all_closed(server: OipServer) -> None:
     files = server.open_files()
-    with ExitStack() as stack, normal_requests(server.url) as times:
+    with ExitStack() as stack, normal_requests(server.url) as answered:
         sockets = [stack.enter_context(_connect(server)) for _ in range(505)]
         for sock in sockets:
             sock.sendall(PARTIAL_HEAD)
-        time.sleep(0.3)
-        assert server.open_files() - files >= 500  # all held for now
+        held = time.monotonic()
+        wait_for(lambda: server.open_files() - files >= 500, "the server did not accept them all", timeout=30)
         answers = [_until_closed(sock) for sock in sockets]
+        closed = time.monotonic()
     assert all(received.startswith(b"HTTP/1.1 408 ") for received, _ in answers)
-    assert max(seconds for _, seconds in answers) < 3
-    assert server.open_files() - files < 10
-    assert max(times) < 1
+    wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
+    assert answered.between(held, closed), "no normal request was answered while the heads were held"
 
 
 def test_a_body_that_stops_arriving_is_cut_off(server: OipServer) -> None:
-    """5,000,000 bytes declared, 1,000 sent: the connection is closed after the body timeout."""
-    with normal_requests(server.url) as times, _connect(server) as sock:
+    """5,000,000 bytes declared, 1,000 sent: the connection is closed after the body timeout, and a normal request
+    is answered while it is held."""
+    with normal_requests(server.url) as answered, _connect(server) as sock:
         sock.sendall(PARTIAL_HEAD + b"Content-Length: 5000000\r\n\r\n" + b"[" * 1000)
+        held = time.monotonic()
         received, seconds = _until_closed(sock)
     assert received == b"" or received.startswith(b"HTTP/1.1 408 ")
-    assert 0.5 < seconds < 3
-    assert max(times) < 1
+    assert seconds > 0.5  # held until the body timeout
+    assert answered.between(held, held + seconds), "no normal request was answered while the body was held"
 
 
 def test_a_head_over_32_kib_gets_431(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(PARTIAL_HEAD + b"X-Big: " + b"a" * 40_000 + b"\r\nContent-Length: 0\r\n\r\n")
-        received, seconds = _until_closed(sock)
+        received, _ = _until_closed(sock)
     assert received.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
     assert received.endswith(b'{"error": "the request\'s head is longer than 32768 bytes"}')
-    assert seconds < 1
 
 
 def test_more_than_100_header_fields_get_431(server: OipServer) -> None:
@@ -106,8 +109,7 @@ def test_a_64_mb_header_is_cut_off_as_it_arrives(server: OipServer) -> None:
     """5.4 s of the server's CPU and 241 MB when httptools parsed it whole; now refused after 32 KiB or so."""
     cpu, peak = server.cpu_seconds(), server.peak_rss()
     sent = 0
-    with normal_requests(server.url) as times, _connect(server) as sock:
-        started = time.perf_counter()
+    with normal_requests(server.url) as answered, _connect(server) as sock:
         sock.sendall(PARTIAL_HEAD + b"X-Huge: ")
         piece = b"a" * (64 * 1024)
         try:
@@ -116,12 +118,10 @@ def test_a_64_mb_header_is_cut_off_as_it_arrives(server: OipServer) -> None:
                 sent += len(piece)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        seconds = time.perf_counter() - started
     assert sent < 16 * MiB  # the server closed the connection long before the end
-    assert seconds < 2
     assert server.cpu_seconds() - cpu < 1
     assert server.peak_rss() - peak < 32 * MiB
-    assert max(times) < 1
+    assert answered.times
 
 
 def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer) -> None:
@@ -133,28 +133,31 @@ def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer)
         while not answer.endswith(b'{"live":true}'):
             answer += sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 200 ")
-        started = time.perf_counter()
+        started = time.monotonic()
+        closed = False
         try:
-            for _ in range(40):
+            for _ in range(150):  # 30 s of empty lines, unless the server closes the connection first
                 sock.sendall(b"\r\n")
                 time.sleep(0.2)
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            closed = True
         received, _ = _until_closed(sock)
-        seconds = time.perf_counter() - started
-    assert received == b""
-    assert 1 < seconds < 4
+        seconds = time.monotonic() - started
+    assert received == b"" and closed, "the empty lines kept the connection open"
+    assert seconds > 1  # the keep-alive and header timeouts, one second each
 
 
-def test_open_connections_beyond_the_cap_get_503_until_they_go(server: OipServer) -> None:
-    with ExitStack() as stack:
+def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
+    """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
+    ``--max-connections 600``: a request gets 503 until they go."""
+    with oip_serve("--header-timeout", "60", "--max-connections", "600") as server, ExitStack() as stack:
+        files = server.open_files()
         idle = [stack.enter_context(_connect(server)) for _ in range(600)]
-        time.sleep(0.3)
+        # all accepted (give or take a connection of the readiness probe that closes meanwhile)
+        wait_for(lambda: server.open_files() - files >= 590, "the server did not accept them all", timeout=30)
         response = httpx.post(f"{server.url}/v2/models/iris/infer", json={}, timeout=10)
         assert response.status_code == 503
-        threads = [threading.Thread(target=_until_closed, args=(sock,)) for sock in idle]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
-    assert iris_answers(server.url) < 1
+        stack.close()  # the idle connections go
+        wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
+        iris_answers(server.url)
+    assert idle

@@ -33,6 +33,7 @@ from tests.buggy_backend import BuggyBackend
 from tests.conftest import free_port
 from tests.grpc_serve import Served, serve
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
+from tests.servers import unique_name
 
 #: What an answer must never hold: onnxruntime's sources and C++ names, Python's class names and tracebacks.
 INTERNALS = re.compile(
@@ -253,11 +254,12 @@ def test_version_resources_of_an_s3_repository_show_its_uri(
     tmp_path: Path,
 ) -> None:
     s3 = boto3.client("s3")
-    s3.create_bucket(Bucket="leaks")
+    bucket = unique_name("leaks")
+    s3.create_bucket(Bucket=bucket)
     model = onnx_models.identity("FP32", [-1]).SerializeToString()
-    s3.put_object(Bucket="leaks", Key="prod/repo/identity/1/model.onnx", Body=model)
-    settings = Settings(model_repository="s3://leaks/prod/repo/", cache_dir=str(tmp_path))
+    s3.put_object(Bucket=bucket, Key="prod/repo/identity/1/model.onnx", Body=model)
+    settings = Settings(model_repository=f"s3://{bucket}/prod/repo/", cache_dir=str(tmp_path))
     with TestClient(build_app(settings)) as client:
         (resource,) = client.get("/v2/models/identity/versions").json()["versions"]
-    assert resource["deploymentUri"] == "s3://leaks/prod/repo/identity/1"
+    assert resource["deploymentUri"] == f"s3://{bucket}/prod/repo/identity/1"
     assert str(tmp_path) not in str(resource)

@@ -14,6 +14,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.hardening.oip_process import OipServer, iris_answers, normal_requests, oip_serve
+from tests.servers import wait_for
 
 MiB = 1 << 20
 
@@ -38,49 +39,47 @@ def _iris(raw: bytes = bytes(16), shape: tuple[int, ...] = (1, 4), inputs: int =
     return request
 
 
-def _refusal(address: str, request: service_pb2.ModelInferRequest, **channel: object) -> tuple[grpc.RpcError, float]:
-    connection, stub = _stub(address, **channel)  # type: ignore[arg-type]
+def _refusal(
+    server: OipServer, request: service_pb2.ModelInferRequest, **channel: object
+) -> tuple[grpc.RpcError, float]:
+    """The error the server answers, and its CPU seconds meanwhile (its own work, whatever the neighbours do)."""
+    assert server.grpc is not None
+    connection, stub = _stub(server.grpc, **channel)  # type: ignore[arg-type]
+    cpu = server.cpu_seconds()
     with connection, pytest.raises(grpc.RpcError) as refused:
-        started = time.perf_counter()
-        try:
-            stub.ModelInfer(request, timeout=60)  # type: ignore[attr-defined]
-        finally:
-            seconds = time.perf_counter() - started
-    return refused.value, seconds
+        stub.ModelInfer(request, timeout=60)  # type: ignore[attr-defined]
+    return refused.value, server.cpu_seconds() - cpu
 
 
 def test_a_message_over_the_limit_is_resource_exhausted(server: OipServer) -> None:
-    assert server.grpc is not None
     peak = server.peak_rss()
-    error, seconds = _refusal(server.grpc, _iris(bytes(7 * MiB), shape=(7 * MiB // 16, 4)))
+    error, cpu = _refusal(server, _iris(bytes(7 * MiB), shape=(7 * MiB // 16, 4)))
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "larger than max" in (error.details() or "")
-    assert seconds < 2
+    assert cpu < 1
     assert server.peak_rss() - peak < 16 * MiB  # refused from its length prefix, never buffered
 
 
 def test_a_gzip_bomb_is_refused_without_the_memory(server: OipServer) -> None:
     """64 MiB of zeros, a few hundred KB compressed: decompression stops at the limit."""
-    assert server.grpc is not None
     peak = server.peak_rss()
-    with normal_requests(server.url) as times:
+    with normal_requests(server.url) as answered:
+        started = time.monotonic()
         for _ in range(3):
-            error, seconds = _refusal(
-                server.grpc, _iris(bytes(64 * MiB), shape=(4 * MiB, 4)), compression=grpc.Compression.Gzip
-            )
+            error, cpu = _refusal(server, _iris(bytes(64 * MiB), shape=(4 * MiB, 4)), compression=grpc.Compression.Gzip)
             assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "larger than max" in (error.details() or "")
-            assert seconds < 5  # mostly the client compressing 64 MiB
+            assert cpu < 2  # the client's compressing 64 MiB is most of the time a bomb takes
+        refused = time.monotonic()
     assert server.peak_rss() - peak < 32 * MiB  # 1 GB a bomb with the limit at INT32_MAX
-    assert max(times) < 1
+    assert answered.between(started, refused), "no normal request was answered while the bombs came in"
 
 
 def test_80000_inputs_are_refused_before_any_is_decoded(server: OipServer) -> None:
-    assert server.grpc is not None
-    error, seconds = _refusal(server.grpc, _iris(b"", inputs=80_000))
+    error, cpu = _refusal(server, _iris(b"", inputs=80_000))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == "the request names 80000 inputs; model 'iris' has 1 input"
-    assert seconds < 2
+    assert cpu < 1
 
 
 def test_counts_refused_with_the_same_message_as_rest(server: OipServer) -> None:
@@ -89,7 +88,7 @@ def test_counts_refused_with_the_same_message_as_rest(server: OipServer) -> None
     request = _iris()
     for name in names:
         request.outputs.add(name=name)
-    error, _ = _refusal(server.grpc, request)
+    error, _ = _refusal(server, request)
     document = {
         "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [0, 0, 0, 0]}],
         "outputs": [{"name": name} for name in names],
@@ -110,11 +109,12 @@ def test_memory_returns_after_five_invalid_large_messages() -> None:
         before = server.rss()
         invalid = _iris(bytes(40 * MiB))
         for _ in range(5):
-            error, _ = _refusal(server.grpc, invalid)
+            error, _ = _refusal(server, invalid)
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "needs 16 bytes" in (error.details() or "")
-        time.sleep(0.2)
-        assert server.rss() - before < 100 * MiB  # 400 MB more when each failed request stayed in a cycle
+        # 400 MB more when each failed request stayed in a cycle; freed as each handler returns, maybe just after
+        # its answer went out
+        wait_for(lambda: server.rss() - before < 100 * MiB, "memory did not return", timeout=10)
 
 
 def test_a_connection_that_never_finishes_the_handshake_is_closed() -> None:
@@ -123,10 +123,10 @@ def test_a_connection_that_never_finishes_the_handshake_is_closed() -> None:
         assert server.grpc is not None
         host, port = server.grpc.rsplit(":", 1)
         for sent in (b"", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):
-            with socket.create_connection((host, int(port)), timeout=10) as sock:
+            with socket.create_connection((host, int(port)), timeout=30) as sock:  # closed by then, or it fails
                 sock.sendall(sent)
-                started = time.perf_counter()
+                started = time.monotonic()
                 while sock.recv(65536):
                     pass
-                assert 0.5 < time.perf_counter() - started < 5
-        assert iris_answers(server.url) < 1
+                assert time.monotonic() - started > 0.5  # held until the header timeout, not refused at once
+        iris_answers(server.url)

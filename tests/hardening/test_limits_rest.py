@@ -1,6 +1,8 @@
 """REST limits against ``oip serve`` on 127.0.0.1: a request naming more inputs or outputs than allowed is refused
-before anything is converted (in milliseconds, gzipped or not, without holding other requests up), and a gzip body
-may hold several members but nothing after them, each member and their sum within OIP_MAX_BODY_BYTES."""
+before anything is converted (a fraction of a CPU second of the server's, gzipped or not, without holding other
+requests up), and a gzip body may hold several members but nothing after them, each member and their sum within
+OIP_MAX_BODY_BYTES. What the server spends is read as its CPU time, which neighbours on the machine do not inflate,
+never as wall-clock time."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from tests.hardening.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
+from tests.servers import wait_for
 
 MiB = 1 << 20
 #: 80,000 copies of one input: a 5.9 MB body (under the 6 MiB limit), 20 KB gzipped.
@@ -28,48 +31,50 @@ def server() -> Iterator[OipServer]:
 
 
 def _post(server: OipServer, body: bytes, **headers: str) -> tuple[httpx.Response, float]:
-    started = time.perf_counter()
+    """The answer, and the server's CPU seconds while it was made."""
+    cpu = server.cpu_seconds()
     response = httpx.post(f"{server.url}/v2/models/iris/infer", content=body, headers=headers, timeout=60)
-    return response, time.perf_counter() - started
+    return response, server.cpu_seconds() - cpu
 
 
 def test_80000_inputs_are_refused_before_any_is_converted(server: OipServer) -> None:
     assert len(MANY_INPUTS) < 6 * MiB
-    cpu = server.cpu_seconds()
-    response, seconds = _post(server, MANY_INPUTS, **{"content-type": "application/json"})
+    response, cpu = _post(server, MANY_INPUTS, **{"content-type": "application/json"})
     assert response.status_code == 400
     assert response.json() == {"error": "the request names 80000 inputs; model 'iris' has 1 input"}
-    assert seconds < 2  # 2.4 s when every input was converted first; tens of ms now
-    assert server.cpu_seconds() - cpu < 1
+    assert cpu < 1  # 2.4 s when every input was converted first; tens of ms now
 
 
-def test_gzipped_80000_inputs_are_refused_as_fast(server: OipServer) -> None:
+def test_gzipped_80000_inputs_are_refused_as_cheaply(server: OipServer) -> None:
     """With a request-level content type (which may map several inputs onto one), the server's cap applies."""
     body = gzip.compress(b'{"parameters":{"content_type":"pd"},' + MANY_INPUTS[1:])
     assert len(body) < 32 * 1024
-    response, seconds = _post(server, body, **{"content-encoding": "gzip"})
+    response, cpu = _post(server, body, **{"content-encoding": "gzip"})
     assert response.status_code == 400
     assert response.json() == {
         "error": "the request names 80000 inputs; at most 1024 are accepted (OIP_MAX_REQUEST_TENSORS)"
     }
-    assert seconds < 2
+    assert cpu < 1
 
 
 def test_four_at_once_do_not_hold_a_normal_request_up(server: OipServer) -> None:
-    with normal_requests(server.url) as times, ThreadPoolExecutor(4) as pool:
+    cpu = server.cpu_seconds()
+    with normal_requests(server.url), ThreadPoolExecutor(4) as pool:
         answers = list(pool.map(lambda _: _post(server, MANY_INPUTS)[0].status_code, range(4)))
     assert answers == [400] * 4
-    assert max(times) < 1  # 6.4 s when the inputs were converted on the event loop
+    assert server.cpu_seconds() - cpu < 2  # 6.4 s on the event loop when the inputs were converted
 
 
 def test_a_large_json_text_is_walked_off_the_event_loop(server: OipServer) -> None:
     """6 MB of ``{}`` under a key the envelope ignores: no count bounds it, and walking it takes about a second of
     Python; two at once leave normal requests answered meanwhile (two seconds of waiting on the event loop)."""
     body = b'{"inputs":[' + json.dumps(ENTRY).encode() + b'],"extra":[' + b",".join([b"{}"] * 2_000_000) + b"]}"
-    with normal_requests(server.url) as times, ThreadPoolExecutor(2) as pool:
+    with normal_requests(server.url) as answered, ThreadPoolExecutor(2) as pool:
+        started = time.monotonic()
         answers = list(pool.map(lambda _: _post(server, body)[0].status_code, range(2)))
+        walked = time.monotonic()
     assert answers == [200, 200]
-    assert max(times) < 0.6
+    assert answered.between(started, walked), "no normal request was answered while the texts were walked"
 
 
 def test_more_inputs_or_outputs_than_the_model_has(server: OipServer) -> None:
@@ -77,10 +82,10 @@ def test_more_inputs_or_outputs_than_the_model_has(server: OipServer) -> None:
     one-input model. A few too many are decoded and named in the answer."""
     entry = {"shape": [2_500, 4], "datatype": "FP32", "data": [0.5] * 10_000}
     body = json.dumps({"inputs": [{"name": f"input{n}", **entry} for n in range(65)]}).encode()
-    response, seconds = _post(server, body)
+    response, cpu = _post(server, body)
     assert response.status_code == 400, response.text
     assert response.json() == {"error": "the request names 65 inputs; model 'iris' has 1 input"}
-    assert seconds < 2
+    assert cpu < 1
     outputs = [{"name": f"output{n}"} for n in range(65)]
     response, _ = _post(server, json.dumps({**IRIS_REQUEST, "outputs": outputs}).encode())
     assert response.json() == {"error": "the request names 65 outputs; model 'iris' has 2 outputs"}
@@ -103,9 +108,9 @@ def test_gzip_members_each_and_together_within_the_limit(server: OipServer) -> N
 
     bomb = gzip.compress(bytes(512 * MiB))  # 0.5 MB that expands to 512 MiB
     peak = server.peak_rss()
-    response, seconds = _post(server, valid + bomb, **{"content-encoding": "gzip"})
+    response, cpu = _post(server, valid + bomb, **{"content-encoding": "gzip"})
     assert response.status_code == 413 and "(decompressed)" in response.json()["error"]
-    assert seconds < 2
+    assert cpu < 1
     response, _ = _post(server, gzip.compress(bytes(4 * MiB)) * 2, **{"content-encoding": "gzip"})
     assert response.status_code == 413  # each member is within the limit, their sum is not
     assert server.peak_rss() - peak < 64 * MiB  # never more than the limit decompressed
@@ -116,5 +121,6 @@ def test_memory_returns_after_failed_large_requests(server: OipServer) -> None:
     before = server.rss()
     for _ in range(10):
         assert _post(server, MANY_INPUTS)[0].status_code == 400
-    time.sleep(0.2)
-    assert server.rss() - before < 128 * MiB  # glibc keeps up to 64 MiB of freed memory (OIP_MALLOC_KEEP_MB)
+    # Freed once each request's handler has returned, which may be just after its answer went out; glibc keeps up
+    # to 64 MiB of freed memory (OIP_MALLOC_KEEP_MB).
+    wait_for(lambda: server.rss() - before < 128 * MiB, "memory did not return", timeout=10)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from scripts.tool_env import executable
-from tests.conftest import free_port
+from tests import servers
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -23,25 +19,10 @@ AWS_TEST_ENV = {
 
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
-    """moto's standalone server (S3, SQS, ... over HTTP); fails the test if it cannot start."""
-    port = free_port()
-    # moto from its own venv (tool "moto", scripts/tool_env.py): moto[server] pins versions of its own.
-    command = [executable("moto", "moto_server"), "-p", str(port), "-H", "127.0.0.1"]
-    url = f"http://127.0.0.1:{port}"
-    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    httpx.get(f"{url}/moto-api/", timeout=1)
-                    break
-                except httpx.TransportError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("moto_server did not start") from None
-                    time.sleep(0.1)
-            yield url
-        finally:
-            process.terminate()
+    """moto's standalone server (S3, SQS, ... over HTTP), shared by the session: name what a test creates there
+    with ``tests.servers.unique_name``. Fails the test if it cannot start."""
+    with servers.moto_server() as url:
+        yield url
 
 
 @pytest.fixture
@@ -57,14 +38,13 @@ def aws_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture(scope="session")
 def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A real tritonserver on 127.0.0.1 (HTTP and gRPC); fails the test if it cannot start."""
-    from tests.conftest import free_port
     from tests.integration.triton_server import TritonServer, build_repository
 
     workdir = tmp_path_factory.mktemp("triton")
-    server = TritonServer(build_repository(workdir / "models"), workdir, free_port(), free_port())
+    server = TritonServer(build_repository(workdir / "models"), workdir)
     server.start()
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture(scope="session")

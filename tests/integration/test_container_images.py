@@ -12,13 +12,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from tests.servers import Child, HeldPort, running
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -111,38 +110,28 @@ def test_edge_image_starts_with_its_defaults(tmp_path: Path) -> None:
                         shutil.copytree(ROOT / source, site / source, ignore=shutil.ignore_patterns("__pycache__"))
                 else:
                     shutil.copy(ROOT / source, target)
-    port = free_port()
+    held = HeldPort()
     image_env = {key: value.replace("/app", str(workdir)) for key, value in env_of(dockerfile).items()}
     assert image_env["OIP_DEFAULT_REPOSITORY"] == str(workdir / "models")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OIP_", "MODEL_"))}
-    env.update(image_env, OIP_PORT=str(port), OIP_HOST="127.0.0.1", PYTHONPATH=str(site))
+    # Metrics off: its fixed default port (8002) would collide with other servers on this machine.
+    env.update(image_env, OIP_PORT=str(held.port), OIP_HOST="127.0.0.1", OIP_METRICS_PORT="0", PYTHONPATH=str(site))
     entrypoint = _exec_form(dict(instructions(dockerfile))["ENTRYPOINT"])
     assert entrypoint == ["oip-entrypoint"]  # COPY infra/entrypoint.sh /usr/local/bin/oip-entrypoint
     command = _exec_form(dict(instructions(dockerfile))["CMD"])
     # the entrypoint runs `oip serve CMD...`: the console script beside this interpreter, on PATH as in the image
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    with subprocess.Popen(
-        ["sh", str(INFRA / "entrypoint.sh"), *command],
-        cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    ) as server:  # fmt: skip
-        try:
-            health = _healthcheck_command(dockerfile)
-            assert health[0] == "python"
-            deadline = time.monotonic() + 60
-            while True:
-                check = subprocess.run([sys.executable, *health[1:]], env=env, capture_output=True, timeout=10)
-                if check.returncode == 0:
-                    break
-                assert server.poll() is None, server.stdout.read() if server.stdout else ""
-                assert time.monotonic() < deadline, check.stderr
-                time.sleep(0.5)
-            models = httpx.post(f"http://127.0.0.1:{port}/v2/repository/index").json()
-            assert {m["name"] for m in models} >= {"iris", "tiny_image"}
-            # the code served is the image's copy, not this checkout's
-            assert (site / "handler").is_dir()
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    health = _healthcheck_command(dockerfile)
+    assert health[0] == "python"
+
+    def healthy(_: Child) -> bool:
+        return subprocess.run([sys.executable, *health[1:]], env=env, capture_output=True, timeout=30).returncode == 0
+
+    with held, running("the edge image", ["sh", str(INFRA / "entrypoint.sh"), *command], healthy, env=env, cwd=workdir):
+        models = httpx.post(f"http://127.0.0.1:{held.port}/v2/repository/index").json()
+        assert {m["name"] for m in models} >= {"iris", "tiny_image"}
+        # the code served is the image's copy, not this checkout's
+        assert (site / "handler").is_dir()
 
 
 def test_lambda_image_names_its_default_repository() -> None:

@@ -37,10 +37,10 @@ ACCEPTED: dict[str, frozenset[str] | str] = {
     "CKV_AWS_117": frozenset({"PreTrafficHookFunction", "PostTrafficHookFunction", "InferenceFunction"}),
     # The CodeDeploy hooks run once per deployment; a reserved concurrency would only take from the account's pool.
     "CKV_AWS_115": frozenset({"PreTrafficHookFunction", "PostTrafficHookFunction"}),
-    # Request logs expire after 90 days and batch outputs are re-creatable (idempotent by message id / ETag):
-    # neither versioning nor server access logs are wanted on them.
-    "CKV_AWS_18": frozenset({"RequestLogBucket", "BatchBucket"}),
-    "CKV_AWS_21": frozenset({"RequestLogBucket", "BatchBucket"}),
+    # Request logs expire after 90 days, batch outputs are re-creatable (idempotent by message id / ETag) and tensors
+    # by reference live for one request: neither versioning nor server access logs are wanted on them.
+    "CKV_AWS_18": frozenset({"RequestLogBucket", "BatchBucket", "TensorStore"}),
+    "CKV_AWS_21": frozenset({"RequestLogBucket", "BatchBucket", "TensorStore"}),
     # The queues use SQS-managed server-side encryption (SqsManagedSseEnabled); checkov asks for a KMS key.
     "CKV_AWS_27": frozenset({"RequestQueue", "RequestDeadLetterQueue", "BatchFailedFilesQueue", "BatchResultsQueue"}),
     # Triton's internal NLB: access logs would need a bucket the GPU stack does not otherwise have.

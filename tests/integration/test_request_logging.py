@@ -13,6 +13,7 @@ import boto3
 import pytest
 
 from tests.integration.conftest import AWS_TEST_ENV
+from tests.servers import unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
@@ -51,16 +52,18 @@ def _records(bucket: str) -> list[dict]:
 
 
 def test_zero_percent_logs_nothing(aws_env: str) -> None:
-    _firehose("logs-zero", "stream-zero")
-    output = _invoke(aws_env, 0, "stream-zero")
-    assert _records("logs-zero") == []
+    bucket, stream = unique_name("logs-zero"), unique_name("stream-zero")
+    _firehose(bucket, stream)
+    output = _invoke(aws_env, 0, stream)
+    assert _records(bucket) == []
     assert "5.099999904632568" not in output  # the request's first value (float32 5.1) is in no log line
 
 
 def test_hundred_percent_logs_the_pair(aws_env: str) -> None:
-    _firehose("logs-all", "stream-all")
-    _invoke(aws_env, 100, "stream-all")
-    (record,) = _records("logs-all")
+    bucket, stream = unique_name("logs-all"), unique_name("stream-all")
+    _firehose(bucket, stream)
+    _invoke(aws_env, 100, stream)
+    (record,) = _records(bucket)
     assert record["model"] == "iris" and record["model_version"] == "1"
     assert json.loads(record["raw_data"])["inputs"][0]["data"][0] == pytest.approx([5.1, 3.5, 1.4, 0.2])
     assert json.loads(record["raw_prediction"])["id"] == "1"

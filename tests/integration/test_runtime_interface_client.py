@@ -23,9 +23,11 @@ import boto3
 import pytest
 
 from scripts.tool_env import executable
+from tests.servers import unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 API = "/2018-06-01/runtime"
+RESULTS_BUCKET = unique_name("ric-results")  # in the session's shared moto server
 HTTP_EVENTS = sorted(p for shape in ("http-api", "rest-api", "alb") for p in (ROOT / "events" / shape).glob("*.json"))
 
 pytestmark = pytest.mark.integration
@@ -135,10 +137,10 @@ def runtime(x86_build: tuple[Path, Path], moto_server: str) -> Iterator[Runtime]
     code, layer = x86_build
     env = {
         "AWS_ENDPOINT_URL": moto_server, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-        "OIP_RESULTS_S3_URI": "s3://ric-results/results/",
+        "OIP_RESULTS_S3_URI": f"s3://{RESULTS_BUCKET}/results/",
     }  # fmt: skip
     boto3.client("s3", endpoint_url=moto_server, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket="ric-results")  # fmt: skip
+                 aws_secret_access_key="testing").create_bucket(Bucket=RESULTS_BUCKET)  # fmt: skip
     started = _start(code, layer, env)
     started.moto = moto_server  # type: ignore[attr-defined]
     yield started
@@ -168,7 +170,7 @@ def test_sqs_batch_event(runtime: Runtime) -> None:
     s3 = boto3.client("s3", endpoint_url=runtime.moto,  # type: ignore[attr-defined]
                       region_name="us-east-1", aws_access_key_id="testing",
                       aws_secret_access_key="testing")  # fmt: skip
-    keys = {o["Key"] for o in s3.list_objects_v2(Bucket="ric-results", Prefix="results/").get("Contents", [])}
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=RESULTS_BUCKET, Prefix="results/").get("Contents", [])}
     assert {f"results/iris/{r['messageId']}.json" for r in event["Records"]} <= keys, keys
 
 

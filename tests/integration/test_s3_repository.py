@@ -12,6 +12,7 @@ from adapters.repository.object_uri import local_copy
 from adapters.repository.s3 import download_repository, parse_s3_uri
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
+from tests.servers import unique_name
 
 pytestmark = pytest.mark.integration
 
@@ -35,19 +36,21 @@ def test_parse_s3_uri() -> None:
 
 
 def test_s3_repository_serves_the_models(aws_env: str, tmp_path: Path) -> None:
-    files = _upload("models-bucket", "prod/repo")
-    settings = Settings.from_env({"OIP_CACHE_DIR": str(tmp_path)}, model_repository="s3://models-bucket/prod/repo")
+    bucket = unique_name("models")
+    files = _upload(bucket, "prod/repo")
+    settings = Settings.from_env({"OIP_CACHE_DIR": str(tmp_path)}, model_repository=f"s3://{bucket}/prod/repo")
     dataplane = build_dataplane(settings)
     assert dataplane.repository.names() == ["iris", "tiny_image"]
     local = dataplane.repository.root
     assert local.is_relative_to(tmp_path)
     assert sum(1 for p in local.rglob("*") if p.is_file() and p.name != ".complete") == files
     # A second start in the same container reuses the copy (no new download).
-    uri = "s3://models-bucket/prod/repo"
+    uri = f"s3://{bucket}/prod/repo"
     assert download_repository(uri, local_copy(uri, str(tmp_path))) == local
 
 
 def test_empty_prefix_is_a_clear_error(aws_env: str, tmp_path: Path) -> None:
-    boto3.client("s3").create_bucket(Bucket="empty-bucket")
-    with pytest.raises(InvalidInput, match="no objects under s3://empty-bucket/none"):
-        download_repository("s3://empty-bucket/none", tmp_path / "copy")
+    bucket = unique_name("empty")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    with pytest.raises(InvalidInput, match=f"no objects under s3://{bucket}/none"):
+        download_repository(f"s3://{bucket}/none", tmp_path / "copy")

@@ -19,8 +19,8 @@ from adapters.triton.settings import TritonSettings
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import DEMO_REPOSITORY
 from handler.rest.app import create_app
-from tests.conftest import LiveServer
 from tests.integration.triton_server import TritonServer
+from tests.servers import LiveServer, wait_for
 
 pytestmark = pytest.mark.integration
 ROWS = np.random.default_rng(0).random((3, 4)).astype(np.float32)
@@ -146,11 +146,10 @@ def test_proxy_mode_forwards_unknown_names(triton: TritonServer) -> None:
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_triton_down_gives_503_then_recovers(tmp_path: Path, protocol: str) -> None:
     """Kill Triton mid-run: clean 503s with Retry-After, model not ready, then recovery once it is back."""
-    from tests.conftest import free_port
     from tests.integration.triton_server import TritonServer as Server
     from tests.integration.triton_server import build_repository
 
-    triton = Server(build_repository(tmp_path / "models"), tmp_path, free_port(), free_port())
+    triton = Server(build_repository(tmp_path / "models"), tmp_path)
     triton.start()
     server = _server(triton, protocol, retries=0)
     url = f"http://{server.url}/v2/models/iris_gpu"
@@ -165,9 +164,10 @@ def test_triton_down_gives_503_then_recovers(tmp_path: Path, protocol: str) -> N
         assert httpx.get(f"http://{server.url}/v2/health/ready").status_code == 400
         assert httpx.get(f"http://{server.url}/v2/models/iris/ready").status_code == 200  # local models keep serving
         triton.start()
+        wait_for(triton.answers_iris, "tritonserver did not answer after its restart", timeout=60)
         response = httpx.post(f"{url}/infer", json=document, timeout=30)
         assert response.status_code == 200, response.text
         assert httpx.get(f"{url}/ready").status_code == 200
     finally:
         server.stop()
-        triton.stop()
+        triton.close()

@@ -24,8 +24,8 @@ from adapters.triton.settings import TritonSettings
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import DEMO_REPOSITORY
 from handler.rest.app import create_app
-from tests.conftest import LiveServer, free_port
 from tests.integration.triton_server import TritonServer, build_repository
+from tests.servers import LiveServer, wait_for
 
 pytestmark = pytest.mark.integration
 ROUTES = "iris_gpu=iris, slow=slow_iris, simple, identity_bytes, pinned=iris:1"
@@ -214,7 +214,7 @@ def test_slow_model_gives_504_on_both_paths(triton: TritonServer) -> None:
 
 
 def test_triton_down_gives_503_on_both_paths_then_recovers(tmp_path: Path) -> None:
-    triton = TritonServer(build_repository(tmp_path / "models"), tmp_path, free_port(), free_port())
+    triton = TritonServer(build_repository(tmp_path / "models"), tmp_path)
     triton.start()
     served = [_serve(triton, passthrough, retries=0) for passthrough in (True, False)]
 
@@ -229,9 +229,10 @@ def test_triton_down_gives_503_on_both_paths_then_recovers(tmp_path: Path) -> No
         assert [a.headers["retry-after"] for a in down] == ["5", "5"]
         assert all("unavailable" in a.json()["error"] for a in down)
         triton.start()
+        wait_for(triton.answers_iris, "tritonserver did not answer after its restart", timeout=60)
         assert [a.status_code for a in statuses()] == [200, 200]
         assert len(served[0].calls) == 3
     finally:
         for s in served:
             s.server.stop()
-        triton.stop()
+        triton.close()

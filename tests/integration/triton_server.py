@@ -6,22 +6,18 @@ the numpy and onnxruntime that the models' model.py imports; the backend stub fi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import sysconfig
-import time
 from pathlib import Path
 
 import httpx
 
 from handler.protocol.settings import DEMO_REPOSITORY
 from scripts.tool_env import site_packages
-from tests import onnx_models
+from tests import onnx_models, servers
 
 MODEL_PY = Path(__file__).with_name("triton_models") / "onnx_model.py"
 
@@ -87,14 +83,26 @@ output [ { name: "OUTPUT0", data_type: TYPE_STRING, dims: [ -1 ] } ]
 
 
 class TritonServer:
-    """Start, stop and restart tritonserver on fixed loopback ports."""
+    """Start, stop and restart tritonserver on loopback ports held for it (tests/servers.py) unless given."""
 
-    def __init__(self, repository: Path, workdir: Path, http_port: int, grpc_port: int) -> None:
+    def __init__(
+        self,
+        repository: Path,
+        workdir: Path,
+        http_port: int | None = None,
+        grpc_port: int | None = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
         self.repository = repository
-        self.http_port, self.grpc_port = http_port, grpc_port
+        #: More tritonserver options, after the ones ``launch`` gives (a later one wins: ``--allow-metrics=true``).
+        self.options = options
+        self.held = [servers.HeldPort() for port in (http_port, grpc_port) if port is None]
+        held = iter(self.held)
+        self.http_port = http_port or next(held).port
+        self.grpc_port = grpc_port or next(held).port
         self.backends = workdir / "backends"
         self.log = workdir / "tritonserver.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.child: servers.Child | None = None
         home = _tritonserver_home()
         if not self.backends.exists():
             shutil.copytree(home / "backends", self.backends)
@@ -108,6 +116,11 @@ class TritonServer:
         self.binary = home / "bin" / "tritonserver"
 
     @property
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """The running tritonserver process, if any."""
+        return self.child.popen if self.child else None
+
+    @property
     def http_url(self) -> str:
         return f"127.0.0.1:{self.http_port}"
 
@@ -115,27 +128,27 @@ class TritonServer:
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def start(self, timeout: float = 90) -> None:
-        self.launch()
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(f"tritonserver exited: {self.log.read_text()[-3000:]}")
-            try:
-                if (
-                    httpx.get(f"http://{self.http_url}/v2/health/ready", timeout=1).status_code == 200
-                    and self._grpc_up()
-                ):
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"tritonserver did not become ready: {self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
+    def start(self) -> None:
+        """Start tritonserver and wait until both its services are ready (tests/servers.py's one timeout)."""
+        child = self.launch()
+        try:
+            child.wait_ready(
+                lambda: servers.http_ok(f"http://{self.http_url}/v2/health/ready") and servers.grpc_ready(self.grpc_url)
+            )
+        except servers.ServerFailed:
+            self.stop()
+            raise
 
-    def launch(self) -> None:
+    def answers_iris(self) -> bool:
+        """Whether tritonserver answers an iris inference itself: on a busy machine a Python-backend stub may still
+        be coming up after ``start`` ("Stub process ... is not healthy"), and the next request restarts it."""
+        row = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
+        try:
+            return httpx.post(f"http://{self.http_url}/v2/models/iris/infer", json=row, timeout=30).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def launch(self) -> servers.Child:
         """Start the process and return at once (``start`` waits until it is ready)."""
         packages = site_packages("pytriton")
         # The stub links libpython3.11: the one of this interpreter (the venv's base), not Debian's in /lib.
@@ -149,21 +162,20 @@ class TritonServer:
         command = [
             str(self.binary), f"--model-repository={self.repository}", f"--backend-directory={self.backends}",
             "--http-address=127.0.0.1", f"--http-port={self.http_port}", "--grpc-address=127.0.0.1",
-            f"--grpc-port={self.grpc_port}", "--allow-metrics=false", "--exit-timeout-secs=2",
+            f"--grpc-port={self.grpc_port}", "--allow-metrics=false", "--exit-timeout-secs=2", *self.options,
         ]  # fmt: skip
-        # Its own process group: stopping kills the Python-backend stub processes too, not just tritonserver.
-        self.process = subprocess.Popen(
-            command, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-    def _grpc_up(self) -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", self.grpc_port)) == 0
+        # In a process group of its own: stopping kills the Python-backend stub processes too.
+        self.child = servers.launch("tritonserver", command, env=env, output=self.log)
+        return self.child
 
     def stop(self) -> None:
-        """Kill tritonserver and its backend stubs (a crash, as far as clients can tell)."""
-        if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=30)
-        self.process = None
+        """Kill tritonserver and its backend stubs (a crash, as far as clients can tell); its ports stay held."""
+        if self.child is not None:
+            self.child.stop(graceful=False)
+        self.child = None
+
+    def close(self) -> None:
+        """``stop``, and let its ports go."""
+        self.stop()
+        for port in self.held:
+            port.close()

@@ -168,6 +168,8 @@ def test_raw_request_deduces_the_variable_dimension() -> None:
 
 
 def test_raw_bytes_request_is_one_element() -> None:
-    call = decode_raw_request("héllo".encode(), TensorSpec("x", "BYTES", (-1,)), LIMIT)
+    call = decode_raw_request("héllo".encode(), TensorSpec("x", "BYTES", (1,)), LIMIT)
     assert call.inputs[0].shape == (1,)
     assert call.inputs[0].data.tolist() == ["héllo".encode()]
+    with pytest.raises(InvalidInput, match=r"the model must have input shape \[1\]"):
+        decode_raw_request(b"x", TensorSpec("x", "BYTES", (-1,)), LIMIT)

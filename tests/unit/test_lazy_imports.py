@@ -74,3 +74,65 @@ def test_a_proxying_router_forwards_unknown_names() -> None:
 def test_a_router_without_triton_has_no_client() -> None:
     router = ModelRouter(_repository(), None)
     assert router.client is None and router.passthrough is None and router.route("anything") is None
+
+
+#: Run in a fresh interpreter: the Lambda init, a first ordinary inference request, then a request only pydantic's
+#: schema can judge, then the documents.
+_COLD_PATH = """
+import json, sys
+from pathlib import Path
+
+class Context:
+    function_name = "lazy"; memory_limit_in_mb = 1024; aws_request_id = "lazy"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:lazy"
+
+def loaded():
+    return sorted({m.split(".")[0] for m in sys.modules} & {"fastapi", "pydantic", "pydantic_core"})
+
+def request(method, path, body=""):
+    http = {**event["requestContext"]["http"], "method": method, "path": path}
+    answer = handler.http.lambda_handler(
+        {**event, "rawPath": path, "body": body, "requestContext": {**event["requestContext"], "http": http}},
+        Context(),
+    )
+    return answer["statusCode"], answer["headers"].get("content-type"), answer["body"]
+
+import handler.http
+seen = {"init": loaded()}
+event = json.loads(Path("events/http-api/infer-json.json").read_text())
+seen["first"] = request("POST", "/v2/models/iris/infer", event["body"])[0]
+seen["infer"] = loaded()
+odd = {"inputs": [{"name": "input", "shape": [1, "4"], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+seen["odd"] = request("POST", "/v2/models/iris/infer", json.dumps(odd))
+seen["after_odd"] = loaded()
+seen["pages"] = {path: request("GET", path)[:2] for path in ("/docs", "/redoc", "/static-offline-docs/swagger-ui.css")}
+status, kind, body = request("GET", "/openapi.json")
+seen["openapi"] = [status, kind, sorted(json.loads(body)["paths"])]
+print(json.dumps(seen))
+"""
+
+
+def test_fastapi_and_pydantic_stay_off_the_cold_path_and_the_documents_still_work() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OIP_", "POWERTOOLS_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", _COLD_PATH],
+        cwd=ROOT,
+        env={**clean, "MODEL_REPOSITORY": str(ROOT / "models")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["init"] == [] and seen["infer"] == [], seen  # neither the init nor an ordinary request needs them
+    assert seen["first"] == 200
+    status, _, body = seen["odd"]  # a document the hand check leaves to pydantic's schema: its account of it
+    assert status == 400 and "inputs.0.shape.1" in json.loads(body)["error"], seen["odd"]
+    assert seen["after_odd"] == ["pydantic", "pydantic_core"]
+    assert seen["pages"] == {
+        "/docs": [200, "text/html; charset=utf-8"],
+        "/redoc": [200, "text/html; charset=utf-8"],
+        "/static-offline-docs/swagger-ui.css": [200, "text/css; charset=utf-8"],
+    }
+    status, kind, paths = seen["openapi"]
+    assert (status, kind) == (200, "application/json")
+    assert {"/v2/models/{model_name}/infer", "/v2/health/ready", "/v2/repository/index"} <= set(paths)

@@ -63,6 +63,7 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_ACCESS_LOG", "access_log", "On", True),
     ("OIP_MALLOC_KEEP_MB", "malloc_keep_mb", "0", 0),
     ("OIP_OTEL", "opentelemetry", "1", True),
+    ("OIP_METRICS_PORT", "metrics_port", "0", 0),
     ("OTEL_TRACES_EXPORTER", "opentelemetry", "otlp", True),
     ("OTEL_METRICS_EXPORTER", "opentelemetry", "otlp", True),
     ("OTEL_EXPORTER_OTLP_ENDPOINT", "opentelemetry", "http://collector:4318", True),
@@ -70,6 +71,11 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_AUTOSCALING_MAX_NODES", "autoscaling_max_nodes", "50", 50),
     ("OIP_REQUEST_LOG_SAMPLING", "request_log_sampling", "2.5", 2.5),
     ("OIP_REQUEST_LOG_STREAM", "request_log_stream", "oip-request-log", "oip-request-log"),
+    ("OIP_S3_TENSOR_PREFIXES", "s3_tensor_prefixes", "s3://bk1/in, s3://bk2/a/b/", ("s3://bk1/in/", "s3://bk2/a/b/")),
+    ("OIP_S3_TENSOR_SSE", "s3_tensor_sse", "AWS:KMS", "aws:kms"),
+    ("OIP_S3_TENSOR_KMS_KEY", "s3_tensor_kms_key", "alias/tensors", "alias/tensors"),
+    ("OIP_MAX_INFLIGHT", "max_inflight", "12", 12),
+    ("OIP_DEADLINE_MARGIN_MS", "deadline_margin_ms", "250", 250),
 ]
 LAMBDA_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_TRACING", "tracing", "true", True),

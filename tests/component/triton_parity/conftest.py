@@ -6,10 +6,6 @@ read them on connections of their own.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +13,9 @@ from pathlib import Path
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
-from tritonclient.utils import InferenceServerException
 
 from tests.component.triton_parity import repository
-from tests.conftest import free_port
+from tests.servers import oip_serve
 
 
 @dataclass(frozen=True)
@@ -39,27 +34,9 @@ def parity_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(parity_repository: Path) -> Iterator[Server]:
-    http_port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(http_port), "--grpc-port", str(grpc_port),
-               "--no-access-log", "--workers", "1", "--model-repository", str(parity_repository)]  # fmt: skip
-    with subprocess.Popen(command, env=os.environ.copy(), stderr=subprocess.PIPE) as process:
-        found = Server(f"127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}", parity_repository)
-        try:
-            rest, grpc = triton_http.InferenceServerClient(found.http), triton_grpc.InferenceServerClient(found.grpc)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if rest.is_server_ready() and grpc.is_server_ready():
-                        break
-                except (InferenceServerException, ConnectionError, OSError):
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    raise RuntimeError(f"oip serve did not start: {process.stderr.read().decode()[-2000:]}")
-                time.sleep(0.1)
-            yield found
-        finally:
-            process.terminate()
+    with oip_serve("--model-repository", str(parity_repository), grpc=True, workers=1) as served:
+        assert served.grpc is not None
+        yield Server(served.address, served.grpc, parity_repository)
 
 
 @pytest.fixture

@@ -1,0 +1,76 @@
+"""Stops onnxruntime runs at their request's deadline: ``RunOptions.terminate``, set by one thread for all runs.
+
+onnxruntime checks the flag between a graph's nodes and then fails the run ("Exiting due to terminate flag being
+set to true"); a run on the event loop's own thread (Lambda runs inline) is stopped the same way. One daemon
+thread, started on the first run that has a deadline, sleeps until the earliest one; a run that ends first takes
+its entry back (``Watch.done``), so an armed flag never reaches a later run (each run has its own ``RunOptions``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from typing import Any
+
+
+class Watch:
+    """One run's ``RunOptions`` and whether the watchdog stopped it."""
+
+    __slots__ = ("ended", "fired", "options")
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+        self.fired = False
+        self.ended = False
+
+    def done(self) -> None:
+        """The run ended: leave it alone (its entry is dropped when its time comes)."""
+        self.ended = True
+
+
+class Watchdog:
+    """Sets ``terminate`` on each watched run's options at its deadline (``time.monotonic()`` seconds)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Watch]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, options: Any, at: float) -> Watch:
+        """Stop the run made with ``options`` at ``at`` unless it ends first (``Watch.done``)."""
+        watch = Watch(options)
+        with self._changed:
+            if len(self._heap) >= 1024:  # runs that ended long before their deadline: drop them now
+                self._heap = [entry for entry in self._heap if not entry[2].ended]
+                heapq.heapify(self._heap)
+            heapq.heappush(self._heap, (at, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="oip-run-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is watch:
+                self._changed.notify()
+        return watch
+
+    def _loop(self) -> None:
+        with self._changed:
+            while True:
+                if not self._heap:
+                    self._changed.wait()
+                    continue
+                at, _, watch = self._heap[0]
+                wait = at - time.monotonic()
+                if watch.ended:
+                    heapq.heappop(self._heap)
+                elif wait > 0:
+                    self._changed.wait(wait)
+                else:
+                    heapq.heappop(self._heap)
+                    watch.fired = True
+                    watch.options.terminate = True
+
+
+#: The process's watchdog.
+WATCHDOG = Watchdog()

@@ -1,0 +1,68 @@
+"""A slow ONNX model for the overload and deadline tests, built with onnx.helper, and repositories of it.
+
+``slow``: ``y = x + 0 * sum(A_k)`` where ``A_0 = sum(x) * C`` and ``A_{i+1} = A_i @ W`` for ``k`` MatMul nodes of
+``size`` x ``size``: the answer is its input, the time a chain of MatMuls that depends on the input (so nothing is
+folded away), with ``k`` nodes between which onnxruntime may stop the run. FP32 ``x`` of shape [-1, 1] (a batch).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.onnx_models import OPSET
+
+
+def slow(size: int = 512, k: int = 600) -> onnx.ModelProto:
+    """The slow model: ``k`` MatMuls of ``size`` x ``size`` per run, whatever the batch."""
+    rng = np.random.default_rng(0)
+    weights = (np.eye(size) + rng.normal(0, 1e-3, (size, size))).astype(np.float32)
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Mul", ["s", "C"], ["a0"]),
+    ]
+    for index in range(k):
+        nodes.append(helper.make_node("MatMul", [f"a{index}", "W"], [f"a{index + 1}"]))
+    nodes += [
+        helper.make_node("ReduceSum", [f"a{k}"], ["t"], keepdims=0),
+        helper.make_node("Mul", ["t", "zero"], ["z"]),
+        helper.make_node("Add", ["x", "z"], ["y"]),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.full((size, size), 1e-3, np.float32), "C"),
+        numpy_helper.from_array(weights, "W"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=OPSET, ir_version=8)
+
+
+def config(name: str, max_batch_size: int = 0, extra: str = "") -> str:
+    """A config.pbtxt of the slow model."""
+    return f"""name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: {max_batch_size}
+input [ {{ name: "x", data_type: TYPE_FP32, dims: [ {"1" if max_batch_size else "-1, 1"} ] }} ]
+output [ {{ name: "y", data_type: TYPE_FP32, dims: [ {"1" if max_batch_size else "-1, 1"} ] }} ]
+{extra}
+"""
+
+
+def repository(root: Path, models: dict[str, str], size: int = 512, k: int = 600) -> Path:
+    """``root`` holding the slow model under each name of ``models``, with that config.pbtxt text."""
+    model = slow(size, k)
+    for name, text in models.items():
+        version = root / name / "1"
+        version.mkdir(parents=True)
+        onnx.save(model, str(version / "model.onnx"))
+        (root / name / "config.pbtxt").write_text(text)
+    return root
