@@ -56,9 +56,7 @@ def _python() -> str:
         raise SystemExit(f"{exc}: it is needed as the Lambda runtime's version") from exc
 
 
-def _sample(
-    python: str, package: Path, layer: Path, steps: list[str], rss_after: int, check: str = ""
-) -> list[float]:
+def _sample(python: str, package: Path, layer: Path, steps: list[str], rss_after: int, check: str = "") -> list[float]:
     """Seconds of each step, in one fresh process laid out as on Lambda (function code, then the layer), with the
     process's resident memory (MB) after the first ``rss_after`` steps in its place among them."""
     timed = [f"t = time.perf_counter(); {step}; out.append(time.perf_counter() - t)" for step in steps]

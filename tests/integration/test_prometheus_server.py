@@ -168,4 +168,3 @@ def test_every_dashboard_expression_returns_data(stack: tuple[OipServer, str]) -
         if not _query(url, query):
             empty.append(query)
     assert not empty, empty
-

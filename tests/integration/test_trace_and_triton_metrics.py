@@ -180,4 +180,3 @@ def test_metric_names_types_and_labels_are_tritons(triton: tuple[TritonServer, i
     assert ours.value("nv_inference_request_success", **labels) == document["inference_stats"]["success"]["count"] == 2
     assert ours.value("oip_inference_request_duration_seconds_count", **labels) == 2
     assert theirs.value("nv_inference_request_success", model="iris", version="1") >= 1
-
