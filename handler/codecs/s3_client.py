@@ -28,7 +28,7 @@ import numpy as np
 
 from adapters.datatypes import datatype_of, numpy_dtype
 from handler.codecs.binary_data import BINARY_DATA_OUTPUT, BINARY_DATA_SIZE, decode_binary_data, encode_binary_data
-from handler.codecs.content_types.client import INFERENCE_HEADER_CONTENT_LENGTH, decode_response
+from handler.codecs.content_types.client import INFERENCE_HEADER_CONTENT_LENGTH, decode_response, response_document
 from handler.codecs.content_types.wire import wire_entry
 from handler.codecs.s3_references import S3_BYTE_SIZE, S3_URI, SHM_BYTE_SIZE, SHM_REGION, ViewReader, parse_uri
 
@@ -195,10 +195,7 @@ class S3TensorClient:
         tritonclient ``InferResult``."""
         if hasattr(response, "as_numpy") and hasattr(response, "get_response"):
             return self._fetch_triton(response)
-        if hasattr(response, "content") and hasattr(response, "headers"):
-            length = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
-            return self.fetch(bytes(response.content), int(length) if length is not None else None)
-        document = _parsed(response, header_length)
+        document = response_document(response, header_length)
         values: dict[str, Any] = {}
         kept = []
         for entry in document.get("outputs", []):
@@ -231,26 +228,6 @@ class S3TensorClient:
             bucket, key = parse_uri("cleanup", uri)
             self.client.delete_object(Bucket=bucket, Key=key)
         self.written.clear()
-
-
-def _parsed(response: Any, header_length: int | None) -> dict[str, Any]:
-    """The JSON part of an answer, with its binary outputs decoded into ``data``."""
-    if isinstance(response, Mapping):
-        return dict(response)
-    import orjson
-
-    body = memoryview(response)
-    document: dict[str, Any] = orjson.loads(body if header_length is None else body[:header_length])
-    offset = header_length or 0
-    outputs = []
-    for entry in document.get("outputs", []):
-        size = (entry.get("parameters") or {}).get(BINARY_DATA_SIZE)
-        if size is not None:
-            data = decode_binary_data(entry["name"], entry["datatype"], entry["shape"], body[offset : offset + size])
-            entry = {**entry, "data": data}
-            offset += size
-        outputs.append(entry)
-    return {**document, "outputs": outputs}
 
 
 def _triton_output(output: Any) -> tuple[str, str, list[int], dict[str, Any]]:

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from handler.grpc.server import build_server
@@ -26,6 +25,7 @@ from handler.observability.serving import serving_telemetry
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
 from tests.servers import HeldPort
+from tests.spans import in_memory_spans
 
 METHOD = "inference.GRPCInferenceService/ModelInfer"
 STEPS = {"decode", "run", "encode"}
@@ -33,14 +33,8 @@ STEPS = {"decode", "run", "encode"}
 
 @pytest.fixture(scope="module")
 def spans() -> InMemorySpanExporter:
-    """This process's spans, kept in memory (the global tracer provider: set once per process)."""
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return exporter
+    """This process's spans, kept in memory."""
+    return in_memory_spans()
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,6 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from adapters.triton.settings import TritonSettings
@@ -29,6 +26,7 @@ from handler.server import build_app
 from tests.integration.triton_server import TritonServer, build_repository
 from tests.metrics_scrape import scrape
 from tests.servers import LOOPBACK, HeldPort, LiveServer, oip_serve
+from tests.spans import in_memory_spans
 
 pytestmark = pytest.mark.integration
 
@@ -77,14 +75,8 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonSer
 
 @pytest.fixture(scope="module")
 def spans() -> InMemorySpanExporter:
-    """This process's spans, kept in memory (the global tracer provider: set once per process)."""
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return exporter
+    """This process's spans, kept in memory."""
+    return in_memory_spans()
 
 
 def _served(triton: TritonServer, protocol: str) -> LiveServer:

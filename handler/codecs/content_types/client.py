@@ -100,10 +100,12 @@ def to_binary(request: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
     return b"".join([header_bytes, *chunks]), headers
 
 
-def _document(response: Any, header_length: int | None) -> dict[str, Any]:
+def response_document(response: Any, header_length: int | None = None) -> dict[str, Any]:
+    """An inference answer's JSON document (from a dict, body bytes, or an httpx or requests response), its binary
+    outputs decoded into ``data``."""
     if hasattr(response, "content") and hasattr(response, "headers"):
         length = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
-        return _document(bytes(response.content), int(length) if length is not None else None)
+        return response_document(bytes(response.content), int(length) if length is not None else None)
     if isinstance(response, Mapping):
         return dict(response)
     body = memoryview(response)
@@ -128,7 +130,7 @@ def decode_response(response: Any, header_length: int | None = None) -> Any:
     ``response`` is the parsed JSON dict, the body bytes (with ``header_length`` from
     ``Inference-Header-Content-Length`` for a binary answer), or an httpx/requests response object.
     """
-    document = _document(response, header_length)
+    document = response_document(response, header_length)
     content_type = (document.get("parameters") or {}).get(CONTENT_TYPE)
     if content_type == PandasCodec.ContentType:
         return PandasCodec.decode_response(document)
