@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -46,9 +45,10 @@ from handler.runtime import container
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from scripts import lambda_events
-from tests.conftest import free_port, make_settings
+from tests.conftest import make_settings
 from tests.content_type_models import build_repository
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
+from tests.servers import HeldPort, wait_for
 
 DATES = ["2022-01-11T11:00:00", "1999-12-31T23:59:59.250000", "2022-01-11T11:00:00+02:00"]
 
@@ -122,8 +122,10 @@ class Servers:
         self.telemetry = RecordingTelemetry()
         self.dataplane: DataPlane = build_dataplane(self.settings)
         app = create_app(self.dataplane, self.settings, self.telemetry)
-        self.rest = f"http://127.0.0.1:{free_port()}"
-        self.grpc = f"127.0.0.1:{free_port()}"
+        # Held until the servers stop (tests/servers.py): no other bind to port 0 gets them meanwhile.
+        self.held = [HeldPort(), HeldPort()]
+        self.rest = f"http://127.0.0.1:{self.held[0].port}"
+        self.grpc = f"127.0.0.1:{self.held[1].port}"
         config = uvicorn.Config(app, host="127.0.0.1", port=int(self.rest.rsplit(":", 1)[1]), log_level="warning")
         self.uvicorn = uvicorn.Server(config)
         self.loop = asyncio.new_event_loop()
@@ -141,11 +143,10 @@ class Servers:
 
         self.grpc_server = asyncio.run_coroutine_threadsafe(start_grpc(), self.loop).result(20)
         self.serving = asyncio.run_coroutine_threadsafe(self.uvicorn.serve(), self.loop)
-        deadline = time.monotonic() + 20
-        while not self.uvicorn.started:
-            if time.monotonic() > deadline or self.serving.done():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+        serving = self.serving
+        wait_for(lambda: self.uvicorn.started or serving.done(), "uvicorn did not start")
+        if serving.done():
+            serving.result()  # its start-up error
 
     def stop(self) -> None:
         self.uvicorn.should_exit = True
@@ -155,6 +156,8 @@ class Servers:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+        for port in self.held:
+            port.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,14 +9,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import free_port
 from tests.docs.examples import (
     CALLS_A_SERVER,
     GRPC_ADDRESS,
@@ -30,34 +27,17 @@ from tests.docs.examples import (
     examples,
     output_matches,
 )
+from tests.servers import oip_serve
 
 ALL_EXAMPLES = [example for page in PAGES for example in examples(page)]
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[int, int]]:
-    """``oip serve`` over the demo repository, as the pages start it, on free ports: (HTTP port, gRPC port)."""
-    port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "handler.cli", "serve", "--port", str(port), "--grpc-port", str(grpc_port)]
-    # no metrics: their default port (8002) is one per machine, and tests start servers side by side
-    pinned = {"OIP_WORKERS": "1", "OIP_METRICS_PORT": "0"}
-    environment = {k: v for k, v in os.environ.items() if k != "MODEL_REPOSITORY"} | pinned
-    with subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, cwd=ROOT) as process:
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "oip serve did not become ready"
-                time.sleep(0.1)
-            yield port, grpc_port
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
+    """``oip serve`` over the demo repository, as the pages start it, on held ports: (HTTP port, gRPC port)."""
+    with oip_serve(grpc=True, workers=1, drop=("MODEL_REPOSITORY",)) as served:
+        assert served.grpc_port is not None
+        yield served.port, served.grpc_port
 
 
 def _run(example: Example, ports: tuple[int, int], cwd: Path) -> subprocess.CompletedProcess[str]:
