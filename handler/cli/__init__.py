@@ -178,7 +178,7 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _cores() -> int:
     """The cores this process may use (``--workers``' default)."""
-    from handler.cli.cores import available_cores
+    from handler.protocol.cores import available_cores
 
     return available_cores()
 

@@ -61,7 +61,7 @@ def serve(args: argparse.Namespace) -> int:
     """Run ``oip serve`` until interrupted; 0 on a clean stop (SIGTERM drains requests in flight first)."""
     from dataclasses import replace
 
-    from handler.cli.cores import available_cores
+    from handler.protocol.cores import available_cores
     from handler.protocol.settings import Settings, export_to_workers
 
     # Options over the environment's variables; with neither, the platform's environment decides where to listen and

@@ -15,7 +15,6 @@ time and the wait a client accepts.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Final
 
 from adapters.errors import ErrorCode, V2Error
@@ -29,11 +28,6 @@ class Overloaded(V2Error):
 
     code = ErrorCode.UNAVAILABLE
     retryable = True
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def largest_dynamic_batch(configs: list[Any]) -> int:

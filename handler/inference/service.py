@@ -34,7 +34,7 @@ from handler.codecs.content_types.bridge import (
     mentions_content_type,
     model_defaults,
 )
-from handler.inference.admission import admission, default_inflight, largest_dynamic_batch, usable_cores
+from handler.inference.admission import admission, default_inflight, largest_dynamic_batch
 from handler.inference.s3_tensors import (
     Destinations,
     mentions_references,
@@ -43,6 +43,7 @@ from handler.inference.s3_tensors import (
     tensor_store,
 )
 from handler.observability.telemetry import InferObservation, Telemetry
+from handler.protocol.cores import available_cores
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.limits import TensorCounts, check_allocation
 from handler.protocol.settings import Settings
@@ -193,7 +194,7 @@ def _default_inflight(dataplane: DataPlane, settings: Settings) -> int:
     """``default_inflight`` for this process: its cores, and its repository's largest dynamic batch when it batches."""
     repository = dataplane.repository
     configs = [repository.entry(name).config for name in repository.names()] if settings.dynamic_batching else []
-    return default_inflight(usable_cores(), largest_dynamic_batch(configs))
+    return default_inflight(available_cores(), largest_dynamic_batch(configs))
 
 
 def check_sizes(call: InferCall, limit: int) -> None:

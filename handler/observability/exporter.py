@@ -35,7 +35,7 @@ from typing import Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from handler import __version__
-from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, SharedStatistics, Snapshot
+from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, Snapshot, read_snapshot
 
 #: Triton's counters: name -> (help text, what of a ``$model_stat`` document it counts).
 TRITON_COUNTERS: Final[dict[str, tuple[str, Callable[[dict[str, Any]], float]]]] = {
@@ -96,10 +96,10 @@ class ModelMetrics:
     latency histograms and the pending gauge."""
 
     def __init__(self, stats_dir: str | Path) -> None:
-        self.statistics = SharedStatistics(stats_dir)
+        self.stats_dir = stats_dir
 
     def collect(self) -> Iterator[Any]:
-        snapshot = self.statistics.snapshot()
+        snapshot = read_snapshot(self.stats_dir)
         yield from self._counters(snapshot)
         yield from self._histograms(snapshot)
         from prometheus_client.core import GaugeMetricFamily
@@ -126,7 +126,7 @@ class ModelMetrics:
     def _counters(self, snapshot: Snapshot) -> Iterator[Any]:
         from prometheus_client.core import UnknownMetricFamily
 
-        documents = self.statistics.documents(snapshot.versions(), snapshot.rows)
+        documents = snapshot.documents(snapshot.versions())
         failure = UnknownMetricFamily(
             FAILURE, "Number of failed inference requests, all batch sizes", labels=("model", "version", "reason")
         )

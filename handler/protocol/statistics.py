@@ -239,36 +239,35 @@ class Statistics:
         """The (name, version) pairs counted so far for ``name``."""
         return sorted({(model, version) for model, version, size in self._rows() if model == name and size >= 0})
 
-    def documents(
-        self, versions: list[tuple[str, str]], rows: dict[Key, np.ndarray] | None = None
-    ) -> list[dict[str, Any]]:
-        """``$model_stat`` objects in Triton's shape for these (name, version) pairs, zero for versions not yet
-        used (cache counters are always zero: there is no response cache); from ``rows`` when given (a
-        ``SharedStatistics.snapshot``'s)."""
-        rows = self._rows() if rows is None else rows
-        empty = np.zeros(_WIDTH, dtype=np.int64)
-        documents = []
-        for name, version in versions:
-            row = rows.get((name, version, 0), empty)
-            batches = sorted(
-                (key[2], value) for key, value in rows.items() if key[:2] == (name, version) and key[2] > 0
-            )
-            documents.append(
-                {
-                    "name": name,
-                    "version": version,
-                    "last_inference": int(row[_LAST]),
-                    "inference_count": int(row[_INFERENCES]),
-                    "execution_count": int(row[_EXECUTIONS]),
-                    "inference_stats": {
-                        **_durations(row, _DURATIONS),
-                        "cache_hit": {"count": 0, "ns": 0},
-                        "cache_miss": {"count": 0, "ns": 0},
-                    },
-                    "batch_stats": [{"batch_size": size, **_durations(value, _PHASES)} for size, value in batches],
-                }
-            )
-        return documents
+    def documents(self, versions: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """``$model_stat`` objects in Triton's shape for these (name, version) pairs (``model_documents``)."""
+        return model_documents(self._rows(), versions)
+
+
+def model_documents(rows: dict[Key, np.ndarray], versions: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """``$model_stat`` objects in Triton's shape for these (name, version) pairs of ``rows``, zero for versions not
+    yet used (cache counters are always zero: there is no response cache)."""
+    empty = np.zeros(_WIDTH, dtype=np.int64)
+    documents = []
+    for name, version in versions:
+        row = rows.get((name, version, 0), empty)
+        batches = sorted((key[2], value) for key, value in rows.items() if key[:2] == (name, version) and key[2] > 0)
+        documents.append(
+            {
+                "name": name,
+                "version": version,
+                "last_inference": int(row[_LAST]),
+                "inference_count": int(row[_INFERENCES]),
+                "execution_count": int(row[_EXECUTIONS]),
+                "inference_stats": {
+                    **_durations(row, _DURATIONS),
+                    "cache_hit": {"count": 0, "ns": 0},
+                    "cache_miss": {"count": 0, "ns": 0},
+                },
+                "batch_stats": [{"batch_size": size, **_durations(value, _PHASES)} for size, value in batches],
+            }
+        )
+    return documents
 
 
 @dataclass(frozen=True)
@@ -306,26 +305,20 @@ class Snapshot:
             for histogram, start in _BUCKETS.items()
         }
 
+    def documents(self, versions: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        """``$model_stat`` objects for these (name, version) pairs (``model_documents``)."""
+        return model_documents(self.rows, versions)
+
     def pending(self) -> dict[tuple[str, str], int]:
         """The requests not answered yet, by (name, version), over the live workers (``retire``)."""
         return {(name, version): int(row[_PENDING]) for (name, version, size), row in self.rows.items()
                 if size == PENDING_ROW}  # fmt: skip
 
 
-class SharedStatistics(Statistics):
-    """Every worker's counters in ``directory`` (``OIP_STATS_DIR``), read only: for a process that counts nothing
+def read_snapshot(directory: str | Path) -> Snapshot:
+    """Every worker's rows in ``directory`` (``OIP_STATS_DIR``), read once: for a process that counts nothing
     (``oip serve``'s metrics exporter)."""
-
-    def __init__(self, directory: str | Path) -> None:  # no rows of its own: Statistics' table is not made
-        self._directory = Path(directory)
-        self._lock = threading.Lock()
-
-    def _rows(self) -> dict[Key, np.ndarray]:
-        return _shared_rows(self._directory)
-
-    def snapshot(self) -> Snapshot:
-        """Every worker's rows, read once."""
-        return Snapshot(self._rows())
+    return Snapshot(_shared_rows(Path(directory)))
 
 
 def retire(directory: str | Path, pid: int) -> None:

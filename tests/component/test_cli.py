@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from handler.cli import build_parser
-from handler.cli.cores import available_cores
+from handler.protocol.cores import available_cores
 from tests.servers import children, live, oip_serve, wait_for
 
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from adapters.types import Execution
-from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, SharedStatistics, Statistics, retire
+from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, Statistics, read_snapshot, retire
 
 
 def _bucket(ns: int) -> int:
@@ -25,7 +25,7 @@ def test_each_success_is_in_one_bucket_of_each_histogram_and_the_sums_are_the_st
         execution = None if phases == [None] else Execution(1, *phases)
         statistics.success("m", "1", total, execution)
     statistics.failure("m", "1", 7_000)
-    snapshot = SharedStatistics(tmp_path).snapshot()
+    snapshot = read_snapshot(tmp_path)
     histograms = snapshot.histograms("m", "1")
     assert set(histograms) == set(HISTOGRAMS)
     expected: dict[str, list[int]] = {name: [0] * (len(BUCKETS_NS) + 1) for name in HISTOGRAMS}
@@ -51,7 +51,7 @@ def test_pending_requests_are_counted_apart_from_the_versions_served(tmp_path: P
     statistics.pending(cell, 1)
     statistics.pending(cell, -1)
     statistics.success("remote", "7", 1_000, None)  # Triton answered with version 7
-    shared = SharedStatistics(tmp_path).snapshot()
+    shared = read_snapshot(tmp_path)
     assert shared.pending() == {("remote", ""): 1}
     # The pending row is no version of its own: statistics and scrapes list the versions served only.
     assert shared.versions() == [("remote", "7")] == statistics.recorded("remote")
@@ -79,12 +79,11 @@ def test_a_dead_workers_counts_are_kept_and_its_pending_requests_dropped(tmp_pat
     assert dead.exitcode == 9 and dead.pid is not None
     living = Statistics(tmp_path)
     living.pending(living.pending_cell("m", "1"), 1)
-    shared = SharedStatistics(tmp_path)
-    assert shared.snapshot().pending() == {("m", "1"): 4}
+    assert read_snapshot(tmp_path).pending() == {("m", "1"): 4}
     retire(tmp_path, dead.pid)
-    snapshot = shared.snapshot()
+    snapshot = read_snapshot(tmp_path)
     assert snapshot.pending() == {("m", "1"): 1}  # the living worker's request only
-    (document,) = shared.documents(snapshot.versions(), snapshot.rows)
+    (document,) = snapshot.documents(snapshot.versions())
     assert document["inference_stats"]["success"]["count"] == 2
     assert sum(snapshot.histograms("m", "1")["request"].buckets) == 2
 
@@ -108,7 +107,7 @@ def test_a_row_left_half_written_by_a_killed_worker_is_read_at_once_after_it_is_
     del array
     retire(tmp_path, dead.pid)
     started = time.monotonic()
-    snapshot = SharedStatistics(tmp_path).snapshot()
+    snapshot = read_snapshot(tmp_path)
     assert time.monotonic() - started < 1.0  # a reader waits up to 2 s on an odd row
     assert snapshot.histograms("m", "1")["request"].sum_ns == 80_000
 
@@ -122,5 +121,5 @@ def test_a_worker_with_a_dead_ones_pid_keeps_its_counts_apart(tmp_path: Path) ->
     reborn = Statistics(tmp_path)
     reborn.success("m", "1", 40_000, Execution(1, 1_000, 20_000, 1_000))
     assert len(list(tmp_path.glob(f"{os.getpid()}-*.counters"))) == 2
-    (document,) = SharedStatistics(tmp_path).documents([("m", "1")])
+    (document,) = read_snapshot(tmp_path).documents([("m", "1")])
     assert document["inference_stats"]["success"]["count"] == 3

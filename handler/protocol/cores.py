@@ -1,4 +1,5 @@
-"""How many cores ``oip serve`` may use by default: CPU affinity, capped by the cgroup's CPU quota."""
+"""How many cores this process may use: CPU affinity, capped by the cgroup's CPU quota (``oip serve``'s default
+worker count, the admission bound's default)."""
 
 from __future__ import annotations
 
