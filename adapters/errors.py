@@ -1,7 +1,7 @@
 """One transport-neutral exception hierarchy.
 
 Every failure a user can cause or meet is a ``V2Error``; the transports map its
-``code`` to an HTTP status (``handler/errors.py``) or a gRPC status. Foreign
+``code`` to an HTTP status or a gRPC status (``handler/protocol/status.py``). Foreign
 exceptions (onnxruntime, tritonclient, boto3) are translated into these at the
 adapter boundary and nowhere else.
 """

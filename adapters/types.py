@@ -1,6 +1,6 @@
 """Domain types passed between the transports and the backends.
 
-They are deliberately named apart from the wire schemas in ``handler/schemas.py``:
+They are deliberately named apart from the wire schemas in ``handler/codecs/schemas.py``:
 a ``Tensor`` always holds decoded numpy data, never JSON lists or raw bytes.
 BYTES tensors are numpy ``object`` arrays whose elements are ``bytes`` (or ``str``,
 which encoders treat as UTF-8).
