@@ -6,6 +6,9 @@ or in a thread started from it (a ``ContextVar``): the admission and the dynamic
 deadline passed and never run it, onnxruntime is told to stop a run (``RunOptions.terminate``), and forwarding
 to Triton passes on what is left. A request's own ``timeout`` parameter joins the deadline where Triton leaves
 it to the server (models without a queue policy: adapters/onnx/backend.py).
+
+Every duration a client gives is clamped to ``MAX_DURATION_S`` (a day): a longer ``timeout``, gRPC deadline or
+``grpc-timeout`` means the same as a day, so no value reaches a clock or a wait it could overflow.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ TIMEOUT: Final = "timeout"
 PRIORITY: Final = "priority"
 #: Triton's answer to a request whose queue timeout passed (HTTP 503, gRPC UNAVAILABLE), word for word.
 TIMEOUT_EXPIRED: Final = "Request timeout expired"
+#: The longest duration a client may give (seconds): longer ones are clamped to it.
+MAX_DURATION_S: Final = 86_400.0
+#: ``MAX_DURATION_S`` as a ``timeout`` parameter (microseconds).
+MAX_TIMEOUT_US: Final = int(MAX_DURATION_S * 1_000_000)
 
 
 class DeadlineExceeded(V2Error):
@@ -71,7 +78,9 @@ def current() -> Deadline | None:
 
 
 def after(seconds: float, source: str) -> Deadline:
-    """A deadline ``seconds`` from now."""
+    """A deadline ``seconds`` from now, at most ``MAX_DURATION_S`` (a NaN is the longest too)."""
+    if not seconds <= MAX_DURATION_S:
+        seconds = MAX_DURATION_S
     return Deadline(time.monotonic() + seconds, source)
 
 
@@ -105,8 +114,9 @@ def _unsigned(parameters: Mapping[str, Any], key: str) -> int:
 
 
 def request_timeout_us(parameters: Mapping[str, Any]) -> int:
-    """A request's ``timeout`` parameter in microseconds (0: none); InvalidInput unless an unsigned integer."""
-    return _unsigned(parameters, TIMEOUT)
+    """A request's ``timeout`` parameter in microseconds (0: none), at most ``MAX_TIMEOUT_US``; InvalidInput unless
+    an unsigned integer."""
+    return min(_unsigned(parameters, TIMEOUT), MAX_TIMEOUT_US)
 
 
 def request_priority(parameters: Mapping[str, Any]) -> int:

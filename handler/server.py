@@ -25,6 +25,7 @@ from handler.observability.telemetry import Telemetry
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.serving import create_serving_app
 from handler.runtime.container import build_dataplane
+from handler.runtime.drain import on_drain
 from handler.runtime.memory import keep_freed_memory
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
@@ -102,9 +103,13 @@ def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         server = build_server(app.state.dataplane, settings, address, app.state.telemetry)
         await server.start()
+        stopping: list[asyncio.Task[None]] = []
+        # The drain begins at the worker's SIGTERM (handler/runtime/drain.py): gRPC stops accepting then, and its
+        # calls in flight finish beside HTTP's, within the same OIP_DRAIN_TIMEOUT.
+        on_drain(lambda: stopping.append(asyncio.ensure_future(server.stop(grace=settings.drain_timeout))))
         try:
             yield
         finally:
-            await server.stop(grace=settings.drain_timeout)  # OIP_DRAIN_TIMEOUT
+            await (stopping[0] if stopping else server.stop(grace=settings.drain_timeout))
 
     return lifespan

@@ -4,15 +4,24 @@ onnxruntime checks the flag between a graph's nodes and then fails the run ("Exi
 set to true"); a run on the event loop's own thread (Lambda runs inline) is stopped the same way. One daemon
 thread, started on the first run that has a deadline, sleeps until the earliest one; a run that ends first takes
 its entry back (``Watch.done``), so an armed flag never reaches a later run (each run has its own ``RunOptions``).
+
+The thread serves every run of the process, so nothing one request gives may stop it: a deadline past
+``MAX_DURATION_S`` (or not a number) is watched as that far away, and an exception in its loop is logged once, the
+entry that raised it dropped, and the loop goes on (a thread that died anyway is started again by the next run).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from typing import Any
+
+from adapters.deadline import MAX_DURATION_S
+
+logger = logging.getLogger(__name__)
 
 
 class Watch:
@@ -38,16 +47,22 @@ class Watchdog:
         self._order = itertools.count()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        #: Exceptions the loop survived (the first is logged).
+        self.failures = 0
 
     def watch(self, options: Any, at: float) -> Watch:
-        """Stop the run made with ``options`` at ``at`` unless it ends first (``Watch.done``)."""
+        """Stop the run made with ``options`` at ``at`` unless it ends first (``Watch.done``); ``at`` at most
+        ``MAX_DURATION_S`` from now."""
         watch = Watch(options)
+        latest = time.monotonic() + MAX_DURATION_S
+        if not at <= latest:  # also NaN, which would break the heap's order
+            at = latest
         with self._changed:
             if len(self._heap) >= 1024:  # runs that ended long before their deadline: drop them now
                 self._heap = [entry for entry in self._heap if not entry[2].ended]
                 heapq.heapify(self._heap)
             heapq.heappush(self._heap, (at, next(self._order), watch))
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="oip-run-deadlines", daemon=True)
                 self._thread.start()
             elif self._heap[0][2] is watch:
@@ -57,19 +72,35 @@ class Watchdog:
     def _loop(self) -> None:
         with self._changed:
             while True:
-                if not self._heap:
-                    self._changed.wait()
-                    continue
-                at, _, watch = self._heap[0]
-                wait = at - time.monotonic()
-                if watch.ended:
-                    heapq.heappop(self._heap)
-                elif wait > 0:
-                    self._changed.wait(wait)
-                else:
-                    heapq.heappop(self._heap)
-                    watch.fired = True
-                    watch.options.terminate = True
+                head = self._heap[0] if self._heap else None
+                try:
+                    self._step()
+                except Exception:  # one bad entry must not end the watch of every other run
+                    self._survive(head)
+
+    def _step(self) -> None:
+        """Wait for the earliest deadline, or act on it (the lock held)."""
+        if not self._heap:
+            self._changed.wait()
+            return
+        at, _, watch = self._heap[0]
+        wait = at - time.monotonic()
+        if watch.ended:
+            heapq.heappop(self._heap)
+        elif wait > 0:
+            self._changed.wait(min(wait, MAX_DURATION_S))
+        else:
+            heapq.heappop(self._heap)
+            watch.fired = True
+            watch.options.terminate = True
+
+    def _survive(self, head: tuple[float, int, Watch] | None) -> None:
+        """After an exception in the loop: log the first one, drop the entry it came from if it is still first."""
+        self.failures += 1
+        if self.failures == 1:
+            logger.exception("the run watchdog skipped a deadline it could not act on, and goes on")
+        if head is not None and self._heap and self._heap[0] is head:
+            heapq.heappop(self._heap)
 
 
 #: The process's watchdog.

@@ -36,6 +36,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer of at least 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
 def port_or_zero(text: str) -> int:
     """An argparse type: a port number, or 0."""
     try:
@@ -171,6 +182,24 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--drain-timeout",
         type=non_negative_float,
         help="on SIGTERM, seconds that requests in flight may take to finish (env OIP_DRAIN_TIMEOUT; default: 30)",
+    )
+    serve.add_argument(
+        "--worker-timeout",
+        type=non_negative_float,
+        help="seconds a serving worker's event loop may stay silent before it is aborted and replaced (with one "
+        "worker: the process exits with code 70), 0 for never (env OIP_WORKER_TIMEOUT; default: 60)",
+    )
+    serve.add_argument(
+        "--max-requests",
+        type=non_negative_int,
+        help="HTTP requests after which a worker is replaced (its replacement starts first), 0 for never; needs "
+        "--workers 2 or more (env OIP_MAX_REQUESTS; default: 0)",
+    )
+    serve.add_argument(
+        "--max-requests-jitter",
+        type=non_negative_int,
+        help="up to this many requests more, drawn for each worker, so that workers are not replaced all at once "
+        "(env OIP_MAX_REQUESTS_JITTER; default: 0)",
     )
     serve.set_defaults(run=_lazy("serve"))
     return serve

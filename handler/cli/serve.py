@@ -72,6 +72,9 @@ def serve(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port,
         workers=args.workers,
         drain_timeout=args.drain_timeout,
+        worker_timeout=getattr(args, "worker_timeout", None),
+        max_requests=getattr(args, "max_requests", None),
+        max_requests_jitter=getattr(args, "max_requests_jitter", None),
         log_level=args.log_level,
         access_log=args.access_log,
         metrics_port=getattr(args, "metrics_port", None),
@@ -171,19 +174,31 @@ def listen(config: Config) -> socket.socket:
 
 def run(config: Config, sock: socket.socket, metrics: MetricsEndpoint | None = None) -> int:
     """Serve on the bound socket: ``config.workers`` forked workers under handler/cli/workers.py's supervisor, or,
-    with one worker, uvicorn's server here; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not start.
-    ``metrics``: the Prometheus endpoint, in a process of the supervisor's or, with one worker, a thread here."""
-    import uvicorn
+    with one worker, its server (handler/cli/worker.py) here, whose watchdog thread ends the process (exit code 70)
+    when its event loop stops for ``--worker-timeout``; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not
+    start. ``metrics``: the Prometheus endpoint, in a process of the supervisor's or, with one worker, a thread
+    here. The supervision settings are those exported to the workers (``serve``)."""
+    from handler.cli.worker import WorkerServer
+    from handler.protocol.settings import Settings
+    from handler.runtime.heartbeat import Watchdog
 
+    settings = Settings.from_env()
     if config.workers > 1:
-        from handler.cli.workers import Workers
+        from handler.cli.workers import Supervision, Workers
 
-        return Workers(config, [sock], config.workers, metrics).run()
+        supervision = Supervision(
+            settings.worker_timeout, settings.max_requests, settings.max_requests_jitter, settings.stats_dir
+        )
+        return Workers(config, [sock], config.workers, metrics, supervision).run()
+    if settings.max_requests:
+        logging.getLogger("uvicorn.error").warning(
+            "--max-requests (OIP_MAX_REQUESTS) replaces workers under a supervisor: with one worker it is ignored."
+        )
     if metrics is not None:
         from handler.observability.exporter import registry, serve_in_thread
 
         serve_in_thread(metrics.sock, registry(metrics.stats_dir, os.getpid()))
-    server = uvicorn.Server(config)
+    server = WorkerServer(config, watchdog=Watchdog(settings.worker_timeout) if settings.worker_timeout else None)
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[sock])
     return 0 if server.started else STARTUP_FAILURE

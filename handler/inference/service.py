@@ -35,8 +35,11 @@ from handler.codecs.content_types.bridge import (
     model_defaults,
 )
 from handler.inference.admission import admission, default_inflight, largest_dynamic_batch
+from handler.inference.byte_budget import Held, byte_budget, default_inflight_bytes, memory_limit
+from handler.inference.call_checks import check_before_reading
 from handler.inference.s3_tensors import (
     Destinations,
+    extension_off,
     mentions_references,
     prepare_references,
     store_references,
@@ -78,8 +81,10 @@ class InferenceService:
             dataplane.known_counts, cap=settings.max_request_tensors
         )
         #: The s3_tensors extension's reads and writes (OIP_S3_TENSOR_PREFIXES); None when it is off.
-        self.s3_tensors = tensor_store(
-            settings.s3_tensor_prefixes, settings.max_tensor_bytes, settings.s3_tensor_sse, settings.s3_tensor_kms_key
+        self.s3_tensors = tensor_store(settings)
+        #: OIP_MAX_INFLIGHT_BYTES: the request bytes this process holds at once (``byte_budget.py``).
+        self.bytes_in_flight = byte_budget(
+            settings.max_inflight_bytes or default_inflight_bytes(memory_limit(), settings.workers or 1)
         )
 
         #: OIP_MAX_INFLIGHT: the inference requests this process works on at once (``admission.py``).
@@ -107,9 +112,28 @@ class InferenceService:
     async def _infer(
         self, name: str, version: str | None, call: InferCall, observation: InferObservation
     ) -> InferResult:
-        destinations: Destinations = {}
-        if mentions_references(call):  # tensors by reference in S3
-            call, destinations = await prepare_references(self.s3_tensors, call)
+        if mentions_references(call):  # tensors by reference in S3: held of the bytes in flight while it runs
+            with self.bytes_in_flight.hold() as held:
+                call, destinations = await self._read_references(name, version, call, held)
+                result = await self._run(name, version, call, observation)
+                return await store_references(self.s3_tensors, result, destinations)
+        return await self._run(name, version, call, observation)
+
+    async def _read_references(
+        self, name: str, version: str | None, call: InferCall, held: Held
+    ) -> tuple[InferCall, Destinations]:
+        """The call with its inputs read from S3, once it has been checked against the model (``call_checks.py``)
+        and its objects' sizes against the byte budgets: an unknown input, a wrong datatype or shape is refused
+        before any S3 request is made."""
+        if self.s3_tensors is None:
+            raise extension_off(call)
+        metadata = await self.dataplane.model_metadata(name, version)
+        defaults = model_defaults(self.dataplane, name, version)
+        check_before_reading(call, metadata, defaults, self.dataplane.serves_locally(name))
+        return await prepare_references(self.s3_tensors, call, held)
+
+    async def _run(self, name: str, version: str | None, call: InferCall, observation: InferObservation) -> InferResult:
+        """Content types applied, sizes checked, the call run through the data plane and its outputs tagged."""
         call, plan = await decode_content_types(self.dataplane, name, version, call)
         limit = self.max_tensor_bytes
         for tensor in call.inputs:  # check_sizes, inline: this runs on every request
@@ -118,8 +142,6 @@ class InferenceService:
         with self.telemetry.span("run"):
             result = await self.dataplane.infer(name, version, call)
         observation.version = result.model_version
-        if destinations:
-            return await store_references(self.s3_tensors, encode_content_types(result, plan), destinations)
         return encode_content_types(result, plan)
 
     async def infer_many(
@@ -128,17 +150,23 @@ class InferenceService:
         """Answer several decoded requests to one model version, each as ``infer`` answers it alone (its result,
         or the V2Error it raised) and observed as a request of its own; those that can run as one execution do
         (``DataPlane.infer_many``)."""
-        observations = [InferObservation(name, version) for _ in calls]
         try:
             plain = not model_defaults(self.dataplane, name, version)
         except V2Error:  # an unknown model: each call says so below
             plain = False
+        with self.bytes_in_flight.hold() as held:  # what the calls' S3 objects hold, until every call is answered
+            return await self._infer_many(name, version, calls, plain, held)
+
+    async def _infer_many(
+        self, name: str, version: str | None, calls: Sequence[InferCall], plain: bool, held: Held
+    ) -> list[InferResult | V2Error]:
+        observations = [InferObservation(name, version) for _ in calls]
         prepared: list[tuple[InferCall, OutputPlan | None] | V2Error] = []
         destinations: dict[int, Destinations] = {}  # by call, for tensors by reference in S3
         for index, call in enumerate(calls):
             try:
                 if mentions_references(call):
-                    call, destinations[index] = await prepare_references(self.s3_tensors, call)
+                    call, destinations[index] = await self._read_references(name, version, call, held)
                 if plain and not mentions_content_type(call):  # what decode_content_types would find
                     decoded, plan = call, None
                 else:

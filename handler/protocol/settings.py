@@ -38,6 +38,10 @@ STATS_DIR_ENV = "OIP_STATS_DIR"
 
 #: Lambda's synchronous invocation payload limit (6 MB).
 LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
+#: The largest request body (and gRPC message) of every other server process (``oip serve``, ``oip batch``).
+SERVE_MAX_BODY_BYTES = 64 * 1024 * 1024
+#: The most bytes one request may bring into memory, inline and by reference in S3 together.
+MAX_REQUEST_BYTES = 256 * 1024 * 1024
 #: The most inputs, and the most outputs, a request may name when its model's own counts are not known.
 MAX_REQUEST_TENSORS = 1024
 
@@ -261,8 +265,15 @@ class Settings:
     #: platform's own location (handler/protocol/platform.py), else [OIP_DEFAULT_REPOSITORY] (what a container image
     #: ships), else the demo repository.
     model_repository: str = str(DEMO_REPOSITORY)
-    #: [OIP_MAX_BODY_BYTES] largest request body accepted, after decompression.
-    max_body_bytes: int = LAMBDA_SYNC_PAYLOAD_BYTES
+    #: [OIP_MAX_BODY_BYTES] largest request body accepted, after decompression, and largest gRPC message
+    #: (``for_lambda``: Lambda's 6 MB).
+    max_body_bytes: int = SERVE_MAX_BODY_BYTES
+    #: [OIP_MAX_REQUEST_BYTES] most bytes one request may bring into memory: its body, or its inline tensors and
+    #: those it passes by reference in S3 together (handler/inference/s3_tensors.py); more get 413.
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    #: [OIP_MAX_INFLIGHT_BYTES] request bytes this process holds at once before more get 503 with Retry-After
+    #: (handler/inference/byte_budget.py). None: a quarter of the memory the process may use, shared by the workers.
+    max_inflight_bytes: int | None = None
     #: [OIP_MAX_TENSOR_BYTES] largest tensor a request's shape may ask the server to hold.
     max_tensor_bytes: int = 64 * 1024 * 1024
     #: [OIP_SERVER_NAME] name reported by ``GET /v2``.
@@ -367,6 +378,8 @@ class Settings:
                 or _read_text(env, "OIP_DEFAULT_REPOSITORY", cls.model_repository)
             ),
             "max_body_bytes": _read_int(env, "OIP_MAX_BODY_BYTES", cls.max_body_bytes, minimum=1),
+            "max_request_bytes": _read_int(env, "OIP_MAX_REQUEST_BYTES", cls.max_request_bytes, minimum=1),
+            "max_inflight_bytes": _read_optional_int(env, "OIP_MAX_INFLIGHT_BYTES", minimum=1),
             "max_tensor_bytes": _read_int(env, "OIP_MAX_TENSOR_BYTES", cls.max_tensor_bytes, minimum=1),
             "server_name": _read_text(env, "OIP_SERVER_NAME", cls.server_name),
             "eager_load": _read_flag(env, "OIP_EAGER_LOAD", cls.eager_load),
@@ -412,13 +425,16 @@ class Settings:
     @classmethod
     def for_lambda(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """``from_env``, for a process that answers one event at a time (a Lambda function; ``oip invoke`` and
-        ``oip redrive``, which run as the function does): no dynamic batching (there is nothing to merge, only its
-        delay to add), and models run on the calling thread however long they take unless ``OIP_INLINE_RUN_MS``
-        says otherwise (a worker thread only helps a server with other requests to answer meanwhile)."""
+        ``oip redrive``, which run as the function does): bodies within Lambda's 6 MB unless ``OIP_MAX_BODY_BYTES``
+        says otherwise, no dynamic batching (there is nothing to merge, only its delay to add), and models run on
+        the calling thread however long they take unless ``OIP_INLINE_RUN_MS`` says otherwise (a worker thread
+        only helps a server with other requests to answer meanwhile)."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {"dynamic_batching": False}
         if _read_optional(env, "OIP_INLINE_RUN_MS") is None:
             values["inline_run_ms"] = math.inf
+        if _read_optional(env, "OIP_MAX_BODY_BYTES") is None:
+            values["max_body_bytes"] = LAMBDA_SYNC_PAYLOAD_BYTES
         values.update({name: value for name, value in overrides.items() if value is not None})
         return cls.from_env(env, **values)
 
@@ -438,6 +454,8 @@ class Settings:
 VARIABLES: dict[str, str] = {
     "model_repository": "MODEL_REPOSITORY",
     "max_body_bytes": "OIP_MAX_BODY_BYTES",
+    "max_request_bytes": "OIP_MAX_REQUEST_BYTES",
+    "max_inflight_bytes": "OIP_MAX_INFLIGHT_BYTES",
     "max_tensor_bytes": "OIP_MAX_TENSOR_BYTES",
     "server_name": "OIP_SERVER_NAME",
     "eager_load": "OIP_EAGER_LOAD",

@@ -37,6 +37,8 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("MODEL_REPOSITORY", "model_repository", "/srv/models", "/srv/models"),
     ("OIP_DEFAULT_REPOSITORY", "model_repository", "s3://bucket/models", "s3://bucket/models"),
     ("OIP_MAX_BODY_BYTES", "max_body_bytes", "1024", 1024),
+    ("OIP_MAX_REQUEST_BYTES", "max_request_bytes", "4096", 4096),
+    ("OIP_MAX_INFLIGHT_BYTES", "max_inflight_bytes", "8192", 8192),
     ("OIP_MAX_TENSOR_BYTES", "max_tensor_bytes", " 2048 ", 2048),
     ("OIP_SERVER_NAME", "server_name", "triton", "triton"),
     ("OIP_EAGER_LOAD", "eager_load", "off", False),
@@ -139,7 +141,9 @@ def _read(name: str, text: str) -> Any:
 def test_unset_or_empty_variables_give_the_defaults() -> None:
     assert Settings.from_env({}) == Settings()
     assert Settings().model_repository == str(ROOT / "models") and Settings().platform == Platform()
-    assert (Settings().max_body_bytes, Settings().inline_run_ms, Settings().workers) == (6 * 1024 * 1024, 1.0, None)
+    assert (Settings().max_body_bytes, Settings().inline_run_ms, Settings().workers) == (64 * 1024 * 1024, 1.0, None)
+    assert Settings.for_lambda({}).max_body_bytes == 6 * 1024 * 1024  # Lambda's synchronous payload limit
+    assert Settings.for_lambda({"OIP_MAX_BODY_BYTES": "1000"}).max_body_bytes == 1000
     assert LambdaSettings.from_env({}) == LambdaSettings() == LambdaSettings(False, True, "oip-serverless", False)
     assert BatchSettings.from_env({}) == BatchSettings() == BatchSettings("", "", "output/", "input/", 256, None)
     assert Settings.from_env({}).triton is None  # no URL, nothing forwarded (and the adapter not imported)
