@@ -24,11 +24,18 @@ _LENGTH = struct.Struct("<I")
 
 
 def _strings_from_binary(name: str, buffer: memoryview, count: int) -> np.ndarray:
+    """The ``count`` BYTES elements of ``buffer``; InvalidInput as soon as it is clear they are not exactly
+    ``count``: the walk stops at element ``count + 1``, so a short shape never costs a walk of a long buffer."""
     if count * _LENGTH.size > len(buffer):
         raise InvalidInput(f"tensor '{name}': {len(buffer)} bytes cannot hold {count} BYTES elements")
     items: list[bytes] = []
     offset, end = 0, len(buffer)
     while offset < end:
+        if len(items) == count:
+            raise InvalidInput(
+                f"tensor '{name}': the data holds more than the {count} BYTES elements its shape has "
+                f"({end - offset} bytes are left after element {count})"
+            )
         if offset + _LENGTH.size > end:
             raise InvalidInput(f"tensor '{name}': truncated BYTES length prefix at byte {offset}")
         (length,) = _LENGTH.unpack_from(buffer, offset)

@@ -9,23 +9,28 @@ the tensor's size, decoded as binary-extension data is. ``S3Tensors.store`` writ
 layout (s3transfer's multipart upload for a large one, straight from the array) and answers it with its location
 and byte size in place of its data.
 
+Before any S3 request, the inference service has checked the call against the model (``call_checks.py``); before
+any GET, the HEADs' sizes are checked: each within ``OIP_MAX_TENSOR_BYTES`` and its shape, all of them with the
+inline tensors within ``OIP_MAX_REQUEST_BYTES`` (413), and held of the process's bytes in flight
+(``byte_budget.py``: 503 with Retry-After when other requests hold too many). Two outputs may not be written to
+one object (400).
+
 boto3 is imported on first use (the ``s3`` extra; Lambda's Python runtime has it). botocore's exceptions become
-ours here, by type, in one table (``error_table``), most specific first.
+ours in ``s3_errors.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import numpy as np
 
 from adapters.datatypes import numpy_dtype
-from adapters.errors import ErrorCode, Forbidden, InvalidInput, PayloadTooLarge, UpstreamError, V2Error
+from adapters.errors import Forbidden, InvalidInput, PayloadTooLarge
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
 from handler.codecs.s3_references import (
@@ -41,26 +46,13 @@ from handler.codecs.s3_references import (
     location,
     model_parameters,
 )
-from handler.protocol.limits import element_count
+from handler.inference.byte_budget import Held
+from handler.inference.s3_errors import Access, translated
+from handler.inference.s3_errors import StoreUnavailable as StoreUnavailable  # re-exported: the error it raises
+from handler.protocol.limits import element_count, over_request_budget
+from handler.protocol.settings import MAX_REQUEST_BYTES, Settings
 
-#: Seconds a client is asked to wait before retrying when S3 could not be reached or asked us to slow down.
-RETRY_AFTER: Final = 1.0
 _SSE: Final = {"aes256": "AES256", "aws:kms": "aws:kms"}
-
-
-class StoreUnavailable(V2Error):
-    """S3 could not be reached, or answered that it cannot serve now: retryable (503 with Retry-After)."""
-
-    code = ErrorCode.UNAVAILABLE
-    retryable = True
-
-
-class Access(NamedTuple):
-    """What was being done when S3 failed: ``input 'x'`` or ``output 'y'``, ``read`` or ``write``, and where."""
-
-    what: str
-    verb: str
-    place: Location
 
 
 def mentions_references(call: InferCall) -> bool:
@@ -99,9 +91,12 @@ class S3Tensors:
         sse: str = "",
         kms_key: str = "",
         client: Any = None,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
     ) -> None:
         self.prefixes = tuple(prefixes)
         self.max_tensor_bytes = max_tensor_bytes
+        #: OIP_MAX_REQUEST_BYTES: the most a request's inline tensors and S3 objects may hold together.
+        self.max_request_bytes = max_request_bytes
         self.extra_args: dict[str, str] = {"ContentType": "application/octet-stream"}
         if kms_key or sse == "aws:kms":
             self.extra_args["ServerSideEncryption"] = "aws:kms"
@@ -127,10 +122,12 @@ class S3Tensors:
             )
         return place
 
-    async def prepare(self, call: InferCall) -> tuple[InferCall, Destinations]:
+    async def prepare(self, call: InferCall, held: Held | None = None) -> tuple[InferCall, Destinations]:
         """The call with its inputs read from S3 and its outputs' S3 parameters taken off (the backend, ours or
         Triton's, never sees them), and where each of those outputs goes. Every location is checked before
-        anything is read."""
+        anything is read, and every input's size (a HEAD each) before any is downloaded: the sum with the inline
+        tensors within ``max_request_bytes`` (413), and held of the process's bytes in flight (``held``: 503 when
+        other requests hold too many) while the request runs."""
         reads: list[tuple[int, Tensor, Location]] = []
         for index, tensor in enumerate(call.inputs):
             if tensor.data is PENDING:
@@ -139,43 +136,81 @@ class S3Tensors:
         outputs: list[RequestedOutput] = []
         for output in call.outputs:
             if output.parameters and is_reference(output.parameters):
-                destinations[output.name] = self._output_location(output)
+                destinations[output.name] = self._output_location(output, destinations)
                 output = replace(output, parameters=model_parameters(output.parameters))
             outputs.append(output)
         inputs = list(call.inputs)
         if reads:
-            arrays = await asyncio.gather(*(asyncio.to_thread(self.read, tensor, place) for _, tensor, place in reads))
+            heads = await asyncio.gather(*(asyncio.to_thread(self.head, tensor, place) for _, tensor, place in reads))
+            self._within_budget(call, [size for size, _ in heads], held)
+            arrays = await asyncio.gather(
+                *(
+                    asyncio.to_thread(self.get, tensor, place, head)
+                    for (_, tensor, place), head in zip(reads, heads, strict=True)
+                )
+            )
             for (index, tensor, _), array in zip(reads, arrays, strict=True):
                 inputs[index] = replace(tensor, data=array, parameters=model_parameters(tensor.parameters))
         return replace(call, inputs=tuple(inputs), outputs=tuple(outputs)), destinations
 
-    def _output_location(self, output: RequestedOutput) -> Location:
+    def _within_budget(self, call: InferCall, sizes: list[int], held: Held | None) -> None:
+        """413 when the inline tensors and the objects' bytes together are over ``max_request_bytes``; else the
+        objects' bytes held of the process's budget (503 when other requests hold too many)."""
+        referenced = sum(sizes)
+        inline = sum(tensor.data.nbytes for tensor in call.inputs if tensor.data is not PENDING)
+        if inline + referenced > self.max_request_bytes:
+            raise over_request_budget(
+                f"the request's tensors ({inline} bytes inline, {referenced} in S3)",
+                inline + referenced,
+                self.max_request_bytes,
+                "; nothing was read from S3",
+            )
+        if held is not None:
+            held.take(referenced, f"reading {len(sizes)} S3 object{'s' if len(sizes) > 1 else ''}")
+
+    def _output_location(self, output: RequestedOutput, taken: Destinations) -> Location:
         what = f"output '{output.name}'"
         place = self._checked(what, output.parameters)
         if place.offset:
             raise InvalidInput(f"{what}: an S3 object is written whole; its offset must be 0, not {place.offset}")
+        for other, elsewhere in taken.items():
+            if (elsewhere.bucket, elsewhere.key) == (place.bucket, place.key):
+                raise InvalidInput(
+                    f"{what} and output '{other}' are both to be written to {place.uri}; give each output an S3 "
+                    "object of its own"
+                )
         return place
 
     def read(self, tensor: Tensor, place: Location) -> np.ndarray:
         """The tensor ``place`` holds, checked as binary-extension data is (runs in a worker thread)."""
-        what = f"input '{tensor.name}'"
-        with translated(Access(what, "read", place)):
+        return self.get(tensor, place, self.head(tensor, place))
+
+    def head(self, tensor: Tensor, place: Location) -> tuple[int, str]:
+        """How many bytes of ``place`` hold the tensor, checked against its shape and the tensor limit, and the
+        object's ETag (a HEAD; runs in a worker thread)."""
+        with translated(Access(f"input '{tensor.name}'", "read", place)):
             head = self.client.head_object(Bucket=place.bucket, Key=place.key)
-            size = self._size(tensor, place, int(head["ContentLength"]))
-            buffer = bytearray(size)
-            if size:
+        return self._size(tensor, place, int(head["ContentLength"])), head["ETag"]
+
+    def get(self, tensor: Tensor, place: Location, head: tuple[int, str]) -> np.ndarray:
+        """The tensor's ``size`` bytes of the object ``head`` describes (``(size, etag)``), decoded (one ranged GET
+        into one buffer; runs in a worker thread)."""
+        what = f"input '{tensor.name}'"
+        size, etag = head
+        buffer = bytearray(size)
+        if size:
+            with translated(Access(what, "read", place)):
                 got = self.client.get_object(
                     Bucket=place.bucket,
                     Key=place.key,
                     Range=f"bytes={place.offset}-{place.offset + size - 1}",
-                    IfMatch=head["ETag"],
+                    IfMatch=etag,
                 )
                 filled = _fill(got["Body"], memoryview(buffer))
-                if filled != size:
-                    raise InvalidInput(
-                        f"{what}: {place.uri} gave {filled} of the {size} bytes asked for (it changed while it "
-                        "was read?)"
-                    )
+            if filled != size:
+                raise InvalidInput(
+                    f"{what}: {place.uri} gave {filled} of the {size} bytes asked for (it changed while it was read?)"
+                )
         return decode_binary_data(tensor.name, tensor.datatype, tensor.shape, memoryview(buffer))
 
     def _size(self, tensor: Tensor, place: Location, length: int) -> int:
@@ -259,105 +294,27 @@ def s3_client() -> Any:
     return boto3.session.Session().client("s3", config=config)
 
 
-# The error table: botocore's exceptions by type, most specific first, each to ours.
-
-ErrorRow = tuple[type[BaseException], Callable[[Any, Access], V2Error | None]]
-
-#: S3's error codes (a HEAD's bare status, for a HEAD has no body to name one) and what they mean here.
-_MISSING: Final = frozenset({"NoSuchKey", "NotFound", "404", "NoSuchBucket"})
-_DENIED: Final = frozenset({"AccessDenied", "403", "Forbidden", "AllAccessDisabled", "KMS.AccessDeniedException"})
-_ELSEWHERE: Final = frozenset(
-    {"PermanentRedirect", "301", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"}
-)
-_CHANGED: Final = frozenset({"PreconditionFailed", "412", "InvalidRange", "416"})
-_BUSY: Final = frozenset(
-    {"SlowDown", "503", "ServiceUnavailable", "InternalError", "500", "RequestTimeout", "RequestTimeTooSkewed"}
-)
-
-
-def _client_error(exc: Any, access: Access) -> V2Error:
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    what, verb, place = access
-    if code in _MISSING:
-        missing = f"no bucket '{place.bucket}'" if code == "NoSuchBucket" else f"no object at {place.uri}"
-        return InvalidInput(f"{what}: there is {missing}")
-    if code in _DENIED:
-        reason = "the object may not exist (so S3 answers without s3:ListBucket), or " if verb == "read" else ""
-        return Forbidden(
-            f"{what}: S3 denied this server access to {verb} {place.uri} ({code}): {reason}its role may not {verb} "
-            "there"
-        )
-    if code in _ELSEWHERE:
-        region = headers.get("x-amz-bucket-region") or error.get("Region") or "another region"
-        return InvalidInput(
-            f"{what}: bucket '{place.bucket}' is in {region}, which this server cannot reach through its S3 endpoint; "
-            "use a bucket in the server's own region"
-        )
-    if code in _CHANGED:
-        return InvalidInput(f"{what}: {place.uri} changed while it was read ({code}); send the request again")
-    if code in _BUSY:
-        return StoreUnavailable(
-            f"{what}: S3 could not {verb} {place.uri} now ({code}); retry shortly", retry_after=RETRY_AFTER
-        )
-    return UpstreamError(f"{what}: S3 refused to {verb} {place.uri} ({code or 'no error code'})")
-
-
-def _unreachable(exc: Any, access: Access) -> V2Error:
-    return StoreUnavailable(
-        f"{access.what}: S3 could not be reached to {access.verb} {access.place.uri}; retry shortly",
-        retry_after=RETRY_AFTER,
+def tensor_store(settings: Settings) -> S3Tensors | None:
+    """The extension's reads and writes under OIP_S3_TENSOR_PREFIXES, within the settings' tensor and request
+    limits; None when no prefix is configured (the extension is off)."""
+    if not settings.s3_tensor_prefixes:
+        return None
+    return S3Tensors(
+        settings.s3_tensor_prefixes,
+        settings.max_tensor_bytes,
+        settings.s3_tensor_sse,
+        settings.s3_tensor_kms_key,
+        max_request_bytes=settings.max_request_bytes,
     )
 
 
-def _no_credentials(exc: Any, access: Access) -> V2Error:
-    return StoreUnavailable(f"{access.what}: this server has no AWS credentials to {access.verb} S3 objects with")
-
-
-@functools.cache
-def error_table() -> tuple[ErrorRow, ...]:
-    """botocore's exceptions, most specific first, to ours (None: not ours to translate, a bug)."""
-    from botocore import exceptions as botocore
-
-    return (
-        (botocore.ClientError, _client_error),
-        (botocore.NoCredentialsError, _no_credentials),
-        (botocore.PartialCredentialsError, _no_credentials),
-        (botocore.CredentialRetrievalError, _no_credentials),
-        (botocore.ConnectionError, _unreachable),
-        (botocore.HTTPClientError, _unreachable),
-        (botocore.IncompleteReadError, _unreachable),
-    )
-
-
-@contextmanager
-def translated(access: Access) -> Iterator[None]:
-    """botocore's exceptions raised inside the block, raised as ours by ``error_table``; others go through."""
-    try:
-        yield
-    except V2Error:
-        raise
-    except Exception as exc:
-        for row, read in error_table():
-            if isinstance(exc, row):
-                mapped = read(exc, access)
-                if mapped is not None:
-                    raise mapped from None
-        raise
-
-
-def tensor_store(prefixes: Sequence[str], max_tensor_bytes: int, sse: str = "", kms_key: str = "") -> S3Tensors | None:
-    """The extension's reads and writes under ``prefixes`` (OIP_S3_TENSOR_PREFIXES); None when none are configured
-    (the extension is off)."""
-    return S3Tensors(prefixes, max_tensor_bytes, sse, kms_key) if prefixes else None
-
-
-async def prepare_references(store: S3Tensors | None, call: InferCall) -> tuple[InferCall, Destinations]:
-    """``store.prepare(call)``; InvalidInput saying the extension is off when there is no store."""
+async def prepare_references(
+    store: S3Tensors | None, call: InferCall, held: Held | None = None
+) -> tuple[InferCall, Destinations]:
+    """``store.prepare(call, held)``; InvalidInput saying the extension is off when there is no store."""
     if store is None:
         raise extension_off(call)
-    return await store.prepare(call)
+    return await store.prepare(call, held)
 
 
 async def store_references(store: S3Tensors | None, result: InferResult, destinations: Destinations) -> InferResult:

@@ -28,6 +28,15 @@ def too_large(size: int | str, limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"request body of {size} bytes is over the limit of {limit} bytes {_LIMIT_HINT}")
 
 
+def over_request_budget(what: str, size: int | str, limit: int, note: str = "") -> PayloadTooLarge:
+    """The 413 error for a request that would bring more than ``limit`` bytes (OIP_MAX_REQUEST_BYTES) into memory
+    (``what``: what counted them, e.g. ``request body``; ``note``: what follows, e.g. that nothing was read)."""
+    return PayloadTooLarge(
+        f"{what} of {size} bytes is over the limit of {limit} bytes one request may bring into memory "
+        f"(OIP_MAX_REQUEST_BYTES){note}"
+    )
+
+
 def element_count(shape: Sequence[int]) -> int:
     """Number of elements of a shape (exact Python integer, no overflow)."""
     return math.prod(shape)

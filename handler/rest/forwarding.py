@@ -3,8 +3,10 @@ came, and Triton's answer comes back with only its JSON part rewritten (``codecs
 
 Requests that need this server's decoding keep the decoding path (``rest/inference.py``): compressed bodies,
 raw binary (``Inference-Header-Content-Length: 0``), malformed JSON (our 400, where Triton answers 500), and any
-whose JSON part mentions a content type, FP16/BF16 (which we read from JSON numbers, Triton does not) or
-``null`` (NaN).
+whose JSON part mentions a content type, FP16/BF16 (which we read from JSON numbers, Triton does not), ``null``
+(NaN) or a tensor by reference in S3. Those are found as bytes in the JSON part, which is exact only for a text
+without escapes: a JSON part with a backslash anywhere (``"s3\\u005furi"``, ``"s3:\\/\\/..."``) takes the decoding path
+too, which reads its keys and values as JSON does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from handler.rest.responses import JSON, infer_response
 
 #: Bytes in a request's JSON part that send it down the decoding path (conservatively: anywhere in it).
 #: A tensor by reference in S3 (``s3_uri``, or an ``s3://`` shared-memory region) is read here and sent on.
-NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null", b'"s3_uri"', b'"s3://')
+#: A backslash too: an escape may spell any of them.
+NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null", b'"s3_uri"', b'"s3://', b"\\")
 
 
 async def forward_as_is(

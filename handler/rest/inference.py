@@ -16,9 +16,11 @@ from adapters.errors import InvalidInput
 from adapters.types import InferCall
 from handler.codecs.request import decode_infer_request, decode_raw_request
 from handler.codecs.response import encode_infer_response
+from handler.inference.byte_budget import Held
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
 from handler.protocol.dataplane import DataPlane
+from handler.protocol.limits import over_request_budget
 from handler.protocol.settings import Settings
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
@@ -90,15 +92,52 @@ class Inference:
         read_body: BodyReader,
         observation: InferObservation,
     ) -> Response:
-        settings, service = self.settings, self.service
         check_media_type(headers.get("content-type"))
-        body = await read_body(headers.get("content-length"), settings.max_body_bytes)
-        observation.bytes_in = len(body)
+        with self.service.bytes_in_flight.hold() as held:  # the body's bytes, counted before they are read
+            body = await self._read(headers, read_body, held)
+            observation.bytes_in = len(body)
+            return await self._answer(model_name, model_version, headers, body, held, observation)
+
+    async def _read(self, headers: Mapping[str, str], read_body: BodyReader, held: Held) -> bytes:
+        """The body, within the body limit and the request budget, held of the bytes in flight before it is read
+        (by its Content-Length; by the most it may be when it has none, then by what it was)."""
+        settings = self.settings
+        limit, budget = settings.max_body_bytes, settings.max_request_bytes
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit():
+            size = int(declared)
+            if size <= limit:  # a larger one is the body limit's 413, below
+                if size > budget:
+                    raise over_request_budget("request body", size, budget, "; nothing was read")
+                held.take(size, "a request body")
+        else:
+            held.take(min(limit, budget), "a request body of unknown length")
+        body = await read_body(declared, limit)
+        held.settle(len(body))
+        if len(body) > budget:
+            raise over_request_budget("request body", len(body), budget)
+        return body
+
+    async def _answer(
+        self,
+        model_name: str,
+        model_version: str | None,
+        headers: Mapping[str, str],
+        body: bytes,
+        held: Held,
+        observation: InferObservation,
+    ) -> Response:
+        settings, service = self.settings, self.service
         if service.passes_through(model_name):  # Triton over HTTP: the same bytes, unless they need decoding
             forwarded = await forward_as_is(service, model_name, model_version, headers, body, observation)
             if forwarded is not None:
                 return forwarded
+        encoded = body
         body = decompress(body, headers.get("content-encoding"), settings.max_body_bytes)
+        if body is not encoded:  # decompressed: its bytes are in memory beside the compressed ones
+            held.count(len(body))
+            if len(body) > settings.max_request_bytes:
+                raise over_request_budget("decompressed request body", len(body), settings.max_request_bytes)
         header_length = _parse_header_length(headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
         call: InferCall
         with service.span("decode"):

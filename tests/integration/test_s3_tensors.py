@@ -330,7 +330,7 @@ def test_sizes_that_do_not_fit_are_refused_before_any_download(
     answer = app.post("/v2/models/identity_fp32/infer", json=_fp32_request(f"{prefix}partial", [16, 17]))
     assert answer.status_code == 413 and "INPUT0" in answer.json()["error"]  # the shape alone, before the HEAD
     _put(s3, f"{prefix}many-words", b"\x00\x00\x00\x00" * 300)  # 1200 bytes of empty strings
-    words = {"name": "INPUT0", "datatype": "BYTES", "shape": [300], "parameters": {"s3_uri": f"{prefix}many-words"}}
+    words = {"name": "INPUT0", "datatype": "BYTES", "shape": [1, 300], "parameters": {"s3_uri": f"{prefix}many-words"}}
     answer = app.post("/v2/models/identity_bytes/infer", json={"inputs": [words]})
     assert answer.status_code == 413
     assert answer.json()["error"].startswith("input 'INPUT0': ") and "OIP_MAX_TENSOR_BYTES" in answer.json()["error"]
