@@ -1,4 +1,7 @@
-"""Health routes: server live and ready, model ready (``{"live": bool}``, ``{"ready": bool}``; 400 when false)."""
+"""Health routes: server live and ready, model ready (``{"live": bool}``, ``{"ready": bool}``; 400 when false).
+
+A server that is draining (handler/runtime/drain.py) is not ready, so that a load balancer polling on a kept-alive
+connection stops sending it requests."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from starlette.responses import Response
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
 from handler.rest.routes import route
+from handler.runtime.drain import draining
 
 
 def add_health_routes(app: Starlette, dataplane: DataPlane) -> None:
@@ -20,7 +24,7 @@ def add_health_routes(app: Starlette, dataplane: DataPlane) -> None:
 
     @route(app, "GET", "/v2/health/ready", tags=["health"])
     async def server_ready() -> Response:
-        ready = await dataplane.ready()
+        ready = not draining() and await dataplane.ready()
         return json_response({"ready": ready}, 200 if ready else 400)
 
     @route(app, "GET", "/v2/models/{model_name}/ready", tags=["health"])

@@ -1,0 +1,113 @@
+"""SIGTERM drains ``oip serve`` as a load balancer expects: the HTTP and gRPC ports refuse new connections at once,
+requests in flight on both finish, gRPC readiness answers false on a kept-alive channel, and the server exits 0;
+with one worker and with two. Through a real ``oip serve`` process tree and real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from handler.protocol.settings import DEMO_REPOSITORY
+from tests.component.server_processes import listening, socket_inodes, workers
+from tests.servers import OipServer, oip_serve, wait_for
+
+IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
+
+
+@pytest.fixture(scope="module")
+def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("iris-drain")
+    shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
+    return root
+
+
+@pytest.fixture(params=["1", "2"], ids=["one-worker", "two-workers"])
+def served(request: pytest.FixtureRequest, iris_repository: Path) -> Iterator[OipServer]:
+    env = {**os.environ, "OIP_LOG_LEVEL": "info"}
+    args = ("--model-repository", str(iris_repository), "--drain-timeout", "60")
+    with oip_serve(*args, env=env, grpc=True, workers=int(request.param)) as server:
+        yield server
+
+
+def _half_sent_request(port: int) -> tuple[socket.socket, bytes]:
+    """An infer request whose head and half its body are sent: in flight until the rest is; returns the rest."""
+    body = json.dumps(IRIS).encode()
+    connection = socket.create_connection(("127.0.0.1", port))
+    head = (
+        f"POST /v2/models/iris/infer HTTP/1.1\r\nHost: oip\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    connection.sendall(head + body[: len(body) // 2])
+    return connection, body[len(body) // 2 :]
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _iris_inputs() -> list[object]:
+    import tritonclient.grpc as triton_grpc
+
+    tensor = triton_grpc.InferInput("input", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[6.7, 3.0, 5.2, 2.3]], np.float32))
+    return [tensor]
+
+
+def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(served: OipServer) -> None:
+    import tritonclient.grpc as triton_grpc
+    from tritonclient.utils import InferenceServerException
+
+    assert served.grpc_port is not None
+    supervisor = served.pid
+    serving = wait_for(lambda: workers(supervisor) or {supervisor}, "no serving process")
+    held = listening(served.port) | listening(served.grpc_port)
+    http, rest = _half_sent_request(served.port)
+    client = triton_grpc.InferenceServerClient(str(served.grpc))
+    answers: queue.Queue[object] = queue.Queue()
+    client.start_stream(lambda result, error: answers.put(error or result))
+    try:
+        client.async_stream_infer("iris", _iris_inputs())  # a gRPC stream in flight: answered once
+        first = answers.get(timeout=60)
+        assert not isinstance(first, Exception), first
+        assert client.is_server_ready()
+
+        served.child.popen.send_signal(signal.SIGTERM)
+        # Every process of the server has let its listening sockets go: the ports refuse, nothing waits in a backlog.
+        wait_for(
+            lambda: not held & set().union(*(socket_inodes(pid) for pid in {supervisor, *serving})),
+            "a process of the server kept a listening socket open after SIGTERM",
+        )
+        assert _refused(served.port)
+        assert _refused(served.grpc_port)
+        # A kept-alive gRPC channel is told the server is not ready (or is refused the call).
+        try:
+            ready = client.is_server_ready(client_timeout=10)
+        except InferenceServerException:
+            ready = False
+        assert ready is False
+        # Both requests in flight are answered.
+        client.async_stream_infer("iris", _iris_inputs())
+        second = answers.get(timeout=60)
+        assert not isinstance(second, Exception), second
+        http.sendall(rest)
+        http.settimeout(60)
+        answer = http.recv(65536).decode(errors="replace")
+        assert answer.startswith("HTTP/1.1 200"), answer
+    finally:
+        client.stop_stream()
+        client.close()
+        http.close()
+    assert served.child.popen.wait(timeout=120) == 0, served.child.text()[-3000:]
