@@ -39,10 +39,12 @@ from handler.rest.serving import create_serving_app  # noqa: E402
 from handler.runtime import container  # noqa: E402
 from handler.runtime.loop import event_loop, run  # noqa: E402
 from handler.runtime.memory import keep_freed_memory  # noqa: E402
+from handler.runtime.startup import StartupFailure  # noqa: E402
 from handler.runtime.warmup import warm_up  # noqa: E402
 
 if TYPE_CHECKING:
     from handler.observability.request_log import RequestLogSampler
+    from handler.protocol.dataplane import DataPlane
 
 # Read first: a value a variable does not accept stops the init here (SettingsError, one line).
 lambda_settings = LambdaSettings.from_env()
@@ -62,9 +64,19 @@ def _sampler(settings: Settings) -> RequestLogSampler | None:
     return RequestLogSampler(settings.request_log_sampling, firehose_sink(settings.request_log_stream))
 
 
+def _dataplane() -> DataPlane:
+    """The container's data plane. What stops it (handler/runtime/startup.py) is logged as one structured line
+    naming the cause and the variable to change, then raised again: Lambda reports the init as failed."""
+    try:
+        return container.dataplane()
+    except StartupFailure as failure:
+        logger.error(failure.line(settings.platform.repository_options(None)), extra={"setting": failure.setting})
+        raise
+
+
 sampler = _sampler(settings)
 telemetry = PowertoolsTelemetry(sampler, tracing=lambda_settings.tracing)
-app = create_serving_app(container.dataplane(), settings, telemetry)
+app = create_serving_app(_dataplane(), settings, telemetry)
 mangum = Mangum(app, lifespan="off")
 max_body_bytes = settings.max_body_bytes
 deadline_margin_ms = settings.deadline_margin_ms

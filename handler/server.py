@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.util import find_spec
+from typing import NoReturn
 
 from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
@@ -22,11 +25,14 @@ from starlette.types import Lifespan, Receive, Scope, Send
 from adapters.repository.model_config import model_config_pb2
 from handler.observability.serving import serving_telemetry
 from handler.observability.telemetry import Telemetry
+from handler.protocol.platform import Platform
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.serving import create_serving_app
+from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
 from handler.runtime.drain import on_drain
 from handler.runtime.memory import keep_freed_memory
+from handler.runtime.startup import SAID_WITHIN_S, STARTUP_FAILURE, app_failure, first_to_say, say_failure
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
 #: no event loop). Not grpc (not fork-safe; imported when a worker starts its server); onnxruntime only as
@@ -40,6 +46,8 @@ FORK_SAFE_MODULES = (
 
 #: The ONNX backend, and with it onnxruntime: preloaded when ``onnxruntime_fork_safe``.
 ONNX_BACKEND = "adapters.onnx.backend"
+#: uvicorn's own logger: the start-up log reads as the server's other lines do.
+logger = logging.getLogger("uvicorn.error")
 
 
 def onnxruntime_fork_safe() -> bool:
@@ -88,11 +96,55 @@ def build_app(
 
 
 def app_from_env() -> Starlette:
-    """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked."""
-    settings = Settings.from_env()
-    keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
-    address = settings.grpc_address
-    return build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
+    """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked; the first
+    worker of a server to build it logs what it serves (handler/runtime/banner.py).
+
+    Whatever stops the build ends the process with uvicorn's ``STARTUP_FAILURE`` (3), on which the supervisor stops
+    ``oip serve``, after one line on stderr naming the cause and the setting to change (handler/runtime/startup.py;
+    the traceback before it at ``--log-level debug``), said by the first worker that fails. ``SystemExit`` leaves
+    uvicorn's ``Server.run`` as it is: through ``serve``'s one-worker path, or a forked worker's ``Process.run``."""
+    try:
+        settings = Settings.from_env()
+    except Exception as exc:
+        _stop_worker(exc, None)
+    try:
+        keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
+        address = settings.grpc_address
+        app = build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
+    except Exception as exc:
+        _stop_worker(exc, settings)
+    if first_to_say(settings.stats_dir, "banner", ""):
+        log_what_runs(app, settings)
+    return app
+
+
+def _stop_worker(exc: Exception, settings: Settings | None) -> NoReturn:
+    """Say why this worker could not start (once for the workers that fail together), and exit with 3."""
+    failure = app_failure(exc)
+    platform = settings.platform if settings is not None else Platform()
+    line = failure.line(platform.repository_options())
+    if first_to_say(settings.stats_dir if settings else None, "failure", line, SAID_WITHIN_S):
+        debug = settings is not None and settings.log_level in ("debug", "trace")
+        say_failure("oip serve", line, exc if debug else None)
+    raise SystemExit(STARTUP_FAILURE) from None
+
+
+def log_what_runs(app: Starlette, settings: Settings) -> None:
+    """The start-up log (handler/runtime/banner.py) of the worker serving ``app``."""
+    from handler.inference.admission import default_inflight, largest_dynamic_batch
+    from handler.protocol.cores import available_cores
+
+    router = app.state.dataplane.router
+    repository = router.repository
+    configs = [repository.entry(name).config for name in repository.names()] if settings.dynamic_batching else []
+    inflight = settings.max_inflight or default_inflight(available_cores(), largest_dynamic_batch(configs))
+    workers = settings.workers or 1
+    processes = Processes(workers, os.getppid() if workers > 1 else os.getpid())
+    routed = [name for name in router.names() if router.route(name) is not None]
+    rows = [row for row in repository.states() if router.route(row.name) is None]
+    options = settings.platform.repository_options()
+    for level, line in what_runs(settings, processes, inflight, rows, routed, options):
+        logger.log(level, line)
 
 
 def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:

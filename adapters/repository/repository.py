@@ -48,7 +48,8 @@ class ModelEntry:
 
 
 def _version_dirs(directory: Path) -> list[int]:
-    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+    """The version directories: names of ASCII digits (``str.isdigit`` also takes ``²``, which ``int`` refuses)."""
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isascii() and p.name.isdigit())
 
 
 def select_versions(present: list[int], config: Any) -> list[int]:
@@ -171,6 +172,24 @@ class ModelRepository:
         for name, entry in self._models.items():
             if entry.error is None:
                 self.backend(name).load()
+
+    def states(self) -> list[ModelIndexEntry]:
+        """Every served version with its state, without waiting (the start-up log's model table): READY for a
+        version whose backend loaded, UNLOADED for one that loads on first use, UNAVAILABLE with the reason."""
+        rows: list[ModelIndexEntry] = []
+        for name, entry in self._models.items():
+            if entry.error is not None:
+                rows.append(ModelIndexEntry(name, "", "UNAVAILABLE", entry.error))
+                continue
+            for version in entry.versions:
+                backend = entry.backends.get(version)
+                if backend is None:
+                    rows.append(ModelIndexEntry(name, version, "UNLOADED"))
+                elif backend.error is not None:
+                    rows.append(ModelIndexEntry(name, version, "UNAVAILABLE", backend.error))
+                else:
+                    rows.append(ModelIndexEntry(name, version, "READY"))
+        return rows
 
     async def index(self) -> list[ModelIndexEntry]:
         """Triton's repository index: every served version with its state (READY, UNLOADED, UNAVAILABLE)."""

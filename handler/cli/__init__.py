@@ -165,6 +165,10 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="serve Prometheus metrics (/metrics) on this port, 0 for off (env OIP_METRICS_PORT; default: 8002, "
         "Triton's)",
     )
+    serve.add_argument(
+        "--metrics-host",
+        help="address the metrics endpoint listens on (env OIP_METRICS_HOST; default: the HTTP host)",
+    )
     serve.add_argument("--log-level", choices=LOG_LEVELS, help="env OIP_LOG_LEVEL (default: info)")
     serve.add_argument(
         "--access-log",

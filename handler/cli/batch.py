@@ -144,13 +144,14 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
 
 
 def _dataplane(settings: Settings) -> DataPlane:
-    from adapters.errors import V2Error
+    """The data plane; CliError with the one line of a StartupFailure (handler/runtime/startup.py)."""
     from handler.runtime.container import build_dataplane
+    from handler.runtime.startup import StartupFailure
 
     try:
         return build_dataplane(settings)
-    except (OSError, V2Error, ValueError) as exc:
-        raise CliError(f"model repository: {exc}") from None
+    except StartupFailure as failure:
+        raise CliError(failure.line(settings.platform.repository_options())) from None
 
 
 def _open_output(path: Path, resume: Resume | None) -> IO[bytes]:

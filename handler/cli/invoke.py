@@ -53,10 +53,15 @@ def invoke(args: argparse.Namespace) -> int:
     event = read_event(args.event)
     from handler.cli.lambda_context import LocalLambdaContext
     from handler.runtime import container
+    from handler.runtime.startup import StartupFailure
 
     container.configure(model_repository=args.model_repository)
 
     with stdout_to_stderr():
+        try:  # built before handler.http (which reuses it): a failure is one line, not the init's log and traceback
+            container.dataplane()
+        except StartupFailure as failure:
+            raise CliError(failure.line(container.settings().platform.repository_options())) from None
         from handler.http import lambda_handler
 
         response = lambda_handler(event, LocalLambdaContext())

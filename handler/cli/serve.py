@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from handler.cli.errors import CliError
+from handler.runtime.startup import STARTUP_FAILURE, StartupFailure, check_repository
 
 if TYPE_CHECKING:
     from uvicorn import Config
 
-#: uvicorn's exit code for a server that did not start (``uvicorn.main.STARTUP_FAILURE``).
-STARTUP_FAILURE = 3
 #: ``oip serve``'s connection options (handler/cli/__init__.py), ``Settings`` fields, and their variables.
 CONNECTION_OPTIONS = {
     "header_timeout": "OIP_HEADER_TIMEOUT",
@@ -39,6 +38,8 @@ CONNECTION_OPTIONS = {
     "max_inflight": "OIP_MAX_INFLIGHT",
 }
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
+METRICS_HINT = "--metrics-port 0 turns metrics off, --metrics-port PORT moves them"
+GRPC_PORT_HINT = "--grpc-port 0 turns gRPC off, --grpc-port PORT or OIP_GRPC_PORT moves it"
 logger = logging.getLogger(__name__)
 
 
@@ -78,20 +79,32 @@ def serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         access_log=args.access_log,
         metrics_port=getattr(args, "metrics_port", None),
+        metrics_host=getattr(args, "metrics_host", None),
         **{option: getattr(args, option, None) for option in CONNECTION_OPTIONS},
     )
     args.host, args.port = settings.platform.address(args.host, args.port)
     args.workers = settings.workers or available_cores()
+    try:  # the mistakes found without reading the repository, said here once rather than by every worker
+        check_repository(settings.model_repository)
+    except StartupFailure as failure:
+        raise CliError(failure.line(settings.platform.repository_options()), STARTUP_FAILURE) from None
     if settings.grpc_port:
         _grpc_server_builder()
-    grpc_address = f"{args.host}:{settings.grpc_port}" if settings.grpc_port else None
+    grpc_address = _address(args.host, settings.grpc_port) if settings.grpc_port else None
     metrics_port = settings.metrics_port
+    metrics_host = settings.metrics_host or args.host
     # The workers' statistics counters live in files here, so a statistics request (and a scrape of the metrics
     # endpoint) sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
         # Every worker builds its app from these settings (handler.server:app_from_env), inherited in its environment.
         settings = replace(
-            settings, grpc_address=grpc_address, stats_dir=stats_dir, workers=args.workers, metrics_port=metrics_port
+            settings,
+            grpc_address=grpc_address,
+            http_address=_address(args.host, args.port),
+            stats_dir=stats_dir,
+            workers=args.workers,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
         export_to_workers(settings)
         import uvicorn
@@ -110,9 +123,11 @@ def serve(args: argparse.Namespace) -> int:
             limit_concurrency=settings.max_connections,
             timeout_keep_alive=settings.keep_alive_timeout,
         )
-        sock = listen(config)
+        sock = listen(config, settings.platform.port_variable)
+        if settings.grpc_port:
+            check_grpc_port(args.host, settings.grpc_port)
         metrics = (
-            listen_metrics(args.host, metrics_port, stats_dir, (args.port, settings.grpc_port))
+            listen_metrics(metrics_host, metrics_port, stats_dir, (args.port, settings.grpc_port))
             if metrics_port
             else None
         )
@@ -135,15 +150,15 @@ def listen_metrics(host: str, port: int, stats_dir: str, others: tuple[int, int]
     server's metrics."""
     from handler.observability.exporter import listen as listen_on
 
-    hint = "--metrics-port 0 turns metrics off, --metrics-port PORT moves them"
+    hint = METRICS_HINT
     if port in others:
-        raise CliError(f"cannot serve metrics on {host}:{port}: it is the HTTP or gRPC port too ({hint})",
+        raise CliError(f"cannot serve metrics on {_address(host, port)}: it is the HTTP or gRPC port too ({hint})",
                        STARTUP_FAILURE)  # fmt: skip
     try:
         sock = listen_on(host, port)
     except OSError as exc:
         raise CliError(
-            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} ({hint})", STARTUP_FAILURE
+            f"cannot serve metrics on {_address(host, port)}: {exc.strerror or exc} ({hint})", STARTUP_FAILURE
         ) from None
     return MetricsEndpoint(sock, stats_dir)
 
@@ -161,15 +176,51 @@ def http_protocol() -> type[asyncio.Protocol] | str:
     return GuardedHttpToolsProtocol
 
 
-def listen(config: Config) -> socket.socket:
+def listen(config: Config, port_variable: str = "OIP_PORT") -> socket.socket:
     """The HTTP socket, bound and listening before anything else is imported, as gunicorn's arbiter listens before
     it forks: a client that connects while the workers start waits in the backlog and is answered by the first
     worker that serves, instead of being refused and retrying (uvicorn binds the port but leaves ``listen`` to the
     workers' ``create_server``). Answers, /v2/health/ready's included, still come only from a worker whose models
-    are loaded. A port in use ends ``oip serve`` here, before the imports, with uvicorn's message and exit code (3)."""
-    sock: socket.socket = config.bind_socket()
-    sock.listen(config.backlog)
+    are loaded. A port in use ends ``oip serve`` here, before the imports, with exit code 3 and a line naming the
+    port and ``--port`` (and ``port_variable``, where the platform sets it)."""
+    host, port = config.host, config.port
+    sock = _tcp_socket(host)
+    try:
+        sock.bind((host, port))
+        sock.listen(config.backlog)
+    except OSError as exc:
+        sock.close()
+        hint = f"--port PORT or {port_variable} moves it"
+        raise CliError(f"cannot serve HTTP on {_address(host, port)}: {exc.strerror or exc} ({hint})",
+                       STARTUP_FAILURE) from None  # fmt: skip
     return sock
+
+
+def check_grpc_port(host: str, port: int) -> None:
+    """CliError (exit code 3) naming the port and ``--grpc-port`` when something listens on the gRPC port. Each
+    worker binds it itself (with ``SO_REUSEPORT``, grpc's way, so that they share it), so nothing may hold it here: a
+    socket bound without ``SO_REUSEPORT`` and closed again finds any listener there, another ``oip serve``'s gRPC
+    included, before a worker would fail on it."""
+    sock = _tcp_socket(host)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise CliError(f"cannot serve gRPC on {_address(host, port)}: {exc.strerror or exc} ({GRPC_PORT_HINT})",
+                       STARTUP_FAILURE) from None  # fmt: skip
+    finally:
+        sock.close()
+
+
+def _tcp_socket(host: str) -> socket.socket:
+    """A TCP socket for ``host`` (IPv6 when it has a colon) with ``SO_REUSEADDR``, as uvicorn's, not yet bound."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return sock
+
+
+def _address(host: str, port: int) -> str:
+    """``host:port``, ``[host]:port`` for an IPv6 host."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def run(config: Config, sock: socket.socket, metrics: MetricsEndpoint | None = None) -> int:

@@ -30,6 +30,8 @@ SAGEMAKER: Final = "sagemaker"
 VERTEX: Final = "vertex"
 SAGEMAKER_MODEL_DIR: Final = "/opt/ml/model"
 PLATFORM_PORT: Final = 8080
+#: The variable that sets the HTTP port on each platform (``OIP_PORT`` on a plain server).
+PORT_VARIABLES: Final = {SAGEMAKER: "SAGEMAKER_BIND_TO_PORT", VERTEX: "AIP_HTTP_PORT"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,22 @@ class Platform:
     def address(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
         """Explicit ``--host``/``--port`` over the platform's."""
         return host or self.host, port if port is not None else self.port
+
+    def repository_options(self, option: str | None = "--model-repository") -> str:
+        """Where an operator of this platform sets the model repository, for a message naming the setting:
+        ``option`` (a command's, None for none), ``MODEL_REPOSITORY``, and the platform's own location."""
+        names = [option] if option else []
+        names.append("MODEL_REPOSITORY")
+        if self.name == VERTEX:
+            names.append("AIP_STORAGE_URI")
+        elif self.name == SAGEMAKER:
+            names.append(f"SageMaker's model data in {SAGEMAKER_MODEL_DIR}")
+        return ", ".join(names)
+
+    @property
+    def port_variable(self) -> str:
+        """The variable that sets ``oip serve``'s HTTP port on this platform (``--port`` beats it)."""
+        return PORT_VARIABLES.get(self.name, "OIP_PORT")
 
 
 def split_model(text: str) -> tuple[str, str | None]:

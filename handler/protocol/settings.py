@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 #: ``host:port`` for the V2 gRPC API beside HTTP in each ``oip serve`` worker (set by ``oip serve --grpc-port``).
 GRPC_ADDRESS_ENV = "OIP_GRPC_ADDRESS"
+#: Where the HTTP socket of ``oip serve`` listens, for its workers' start-up log.
+HTTP_ADDRESS_ENV = "OIP_HTTP_ADDRESS"
 #: The directory through which the workers of one ``oip serve`` share their statistics counters.
 STATS_DIR_ENV = "OIP_STATS_DIR"
 
@@ -320,6 +322,9 @@ class Settings:
     grpc_port: int = 0
     #: [OIP_GRPC_ADDRESS] ``host:port`` of the gRPC server each worker starts (``oip serve`` sets it).
     grpc_address: str | None = None
+    #: [OIP_HTTP_ADDRESS] ``host:port`` the workers' HTTP socket listens on, for the start-up log (``oip serve``
+    #: sets it).
+    http_address: str | None = None
     #: [OIP_STATS_DIR] the directory through which the workers share statistics (``oip serve`` sets it).
     stats_dir: str | None = None
     #: [OIP_WORKERS] worker processes; None: the cores this process may use.
@@ -338,6 +343,8 @@ class Settings:
     #: [OIP_METRICS_PORT] port of ``oip serve``'s Prometheus metrics endpoint (``/metrics``), Triton's 8002 by
     #: default; 0: off.
     metrics_port: int = 8002
+    #: [OIP_METRICS_HOST] address the metrics endpoint listens on; None: ``oip serve``'s HTTP host.
+    metrics_host: str | None = None
     # What version resources report (handler/protocol/versions.py) and the request log.
     #: [OIP_AUTOSCALING_MIN_NODES], [OIP_AUTOSCALING_MAX_NODES] the deployment's scaling.
     autoscaling_min_nodes: int | None = None
@@ -401,6 +408,7 @@ class Settings:
             "platform": platform,
             "grpc_port": _read_int(env, "OIP_GRPC_PORT", cls.grpc_port, maximum=65535),
             "grpc_address": _read_optional(env, GRPC_ADDRESS_ENV),
+            "http_address": _read_optional(env, HTTP_ADDRESS_ENV),
             "stats_dir": _read_optional(env, STATS_DIR_ENV),
             "workers": _read_optional_int(env, "OIP_WORKERS", minimum=1),
             "drain_timeout": _read_float(env, "OIP_DRAIN_TIMEOUT", cls.drain_timeout),
@@ -409,6 +417,7 @@ class Settings:
             "malloc_keep_mb": _read_int(env, "OIP_MALLOC_KEEP_MB", cls.malloc_keep_mb),
             "opentelemetry": _opentelemetry(env),
             "metrics_port": _read_int(env, "OIP_METRICS_PORT", cls.metrics_port, maximum=65535),
+            "metrics_host": _read_optional(env, "OIP_METRICS_HOST"),
             "autoscaling_min_nodes": _read_optional_int(env, "OIP_AUTOSCALING_MIN_NODES"),
             "autoscaling_max_nodes": _read_optional_int(env, "OIP_AUTOSCALING_MAX_NODES"),
             "request_log_sampling": _read_float(env, "OIP_REQUEST_LOG_SAMPLING", cls.request_log_sampling),
@@ -475,6 +484,7 @@ VARIABLES: dict[str, str] = {
     "cache_dir": "OIP_CACHE_DIR",
     "grpc_port": "OIP_GRPC_PORT",
     "grpc_address": GRPC_ADDRESS_ENV,
+    "http_address": HTTP_ADDRESS_ENV,
     "stats_dir": STATS_DIR_ENV,
     "workers": "OIP_WORKERS",
     "drain_timeout": "OIP_DRAIN_TIMEOUT",
@@ -483,6 +493,7 @@ VARIABLES: dict[str, str] = {
     "malloc_keep_mb": "OIP_MALLOC_KEEP_MB",
     "opentelemetry": "OIP_OTEL",
     "metrics_port": "OIP_METRICS_PORT",
+    "metrics_host": "OIP_METRICS_HOST",
     "autoscaling_min_nodes": "OIP_AUTOSCALING_MIN_NODES",
     "autoscaling_max_nodes": "OIP_AUTOSCALING_MAX_NODES",
     "request_log_sampling": "OIP_REQUEST_LOG_SAMPLING",
