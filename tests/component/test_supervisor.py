@@ -121,3 +121,21 @@ def test_max_requests_replaces_workers_without_dropping_a_request(iris_repositor
         wait_for(lambda: not first <= workers(server.pid), "no worker was replaced",
                  detail=lambda: server.child.text()[-2000:])  # fmt: skip
         assert "keeps serving" not in server.child.text()
+
+
+def test_with_one_worker_a_stuck_event_loop_ends_the_process_with_70(tmp_path: Path) -> None:
+    """No supervisor with one worker: a model run on the event loop (``OIP_INLINE_RUN_MS=inf``) for longer than
+    ``--worker-timeout`` stops the loop's beats, and the watchdog thread ends the process with 70 and the threads'
+    tracebacks, for systemd or Kubernetes to restart it."""
+    from tests import overload_models
+
+    repository = overload_models.repository(tmp_path / "slow", {"slow": overload_models.config("slow")})
+    env = {**os.environ, "OIP_LOG_LEVEL": "info", "OIP_INLINE_RUN_MS": "inf"}
+    with oip_serve("--model-repository", str(repository), "--worker-timeout", "0.5", env=env, workers=1) as server:
+        body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}
+        with pytest.raises(httpx.TransportError):  # the process ends before it answers
+            httpx.post(f"{server.url}/v2/models/slow/infer", json=body, timeout=600)
+        assert server.child.popen.wait(timeout=600) == 70
+    text = server.child.text()
+    assert "The event loop has not run for" in text and "OIP_WORKER_TIMEOUT" in text
+    assert "most recent call first" in text  # faulthandler's traceback of the stuck thread
