@@ -11,21 +11,38 @@ Beside what uvicorn does, through its public methods (``on_tick``, ``handle_exit
   ``timeout_graceful_shutdown``, and the server returns instead of raising the signal again, so that a clean
   drain ends the process with 0;
 - a pipe found closed (the supervisor is gone) drains the worker as SIGTERM would.
+
+``serve`` and ``export`` are what a process forked by the supervisor runs (``forked``): a worker, and the metrics
+process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import faulthandler
 import logging
+import os
 import signal
+import socket
+import sys
 import time
+from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Final
 
 import uvicorn
 
+from handler.cli.serve import STARTUP_FAILURE, MetricsEndpoint
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
+from handler.runtime.parent import die_with_parent
 
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+#: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).
+IGNORED: Final = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
+#: The supervisor's signals (handler/cli/workers.py), which a forked child handles as a fresh interpreter does.
+SIGNALS: Final = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, *IGNORED)
 logger = logging.getLogger("uvicorn.error")
 
 
@@ -76,3 +93,50 @@ class WorkerServer(uvicorn.Server):
         """Close the HTTP listeners now rather than at uvicorn's next tick."""
         for server in getattr(self, "servers", []):
             server.close()
+
+
+def fresh(closed: list[socket.socket], fds: list[int], supervisor: int) -> None:
+    """A forked child: the signal handling of a fresh interpreter, the supervisor's sockets and pipes it does not
+    use closed, and SIGTERM from the kernel when the supervisor dies."""
+    signal.set_wakeup_fd(-1)
+    for end in closed:
+        end.close()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    for signum in SIGNALS:
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+    die_with_parent(supervisor)
+    # Blocked since before the fork (``forked``): one sent to the child until now waited, and is handled as a
+    # fresh interpreter would.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def forked(process: BaseProcess) -> None:
+    """Start ``process`` with the supervisor's signals blocked across the fork: a signal sent to the child before it
+    has reset its handlers (``fresh``) would otherwise reach the supervisor's handler there and be lost."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def serve(config: uvicorn.Config, sockets: list[socket.socket], closed: list[socket.socket], fds: list[int],
+          supervisor: int, beats: int, interval: float, max_requests: int | None) -> None:  # fmt: skip
+    """A worker: ``WorkerServer`` until it stops."""
+    fresh(closed, fds, supervisor)
+    faulthandler.enable()  # SIGABRT from the supervisor (a stuck loop): every thread's traceback on stderr
+    server = WorkerServer(config, Heartbeat(beats, interval), max_requests=max_requests)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=sockets)
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+def export(metrics: MetricsEndpoint, closed: list[socket.socket], fds: list[int], supervisor: int) -> None:
+    """The metrics process: the Prometheus endpoint until SIGTERM."""
+    from handler.observability.exporter import run_exporter
+
+    fresh(closed, fds, supervisor)
+    run_exporter(metrics.sock, metrics.stats_dir, supervisor)

@@ -32,7 +32,6 @@ statistics counters, and its pending requests count as failed (handler/protocol/
 from __future__ import annotations
 
 import contextlib
-import faulthandler
 import logging
 import math
 import multiprocessing
@@ -40,7 +39,6 @@ import os
 import random
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -51,14 +49,9 @@ import uvicorn
 
 from handler.cli.restarts import Restarts
 from handler.cli.serve import STARTUP_FAILURE, MetricsEndpoint
-from handler.cli.worker import WorkerServer
-from handler.runtime.heartbeat import SERVED, Heartbeat, beat_interval, read_beats
-from handler.runtime.parent import die_with_parent
+from handler.cli.worker import SIGNALS, STOP_SIGNALS, export, forked, serve
+from handler.runtime.heartbeat import SERVED, beat_interval, read_beats
 
-STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
-#: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).
-IGNORED: Final = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
-SIGNALS: Final = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, *IGNORED)
 #: How much longer than its graceful-shutdown timeout a draining worker may take before it is killed.
 KILL_MARGIN_SECONDS: Final = 10.0
 #: How long a stuck worker has, after SIGABRT, to write its tracebacks and end before it is killed.
@@ -107,53 +100,6 @@ def _cause(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         return f"was killed by {signal.Signals(-exitcode).name}"
     return f"exited with code {exitcode}"
-
-
-def _fresh(closed: list[socket.socket], fds: list[int], supervisor: int) -> None:
-    """A forked child: the signal handling of a fresh interpreter, the supervisor's sockets and pipes it does not
-    use closed, and SIGTERM from the kernel when the supervisor dies."""
-    signal.set_wakeup_fd(-1)
-    for end in closed:
-        end.close()
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    for signum in SIGNALS:
-        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-    die_with_parent(supervisor)
-    # Blocked since before the fork (``_forked``): one sent to the child until now waited, and is handled as a
-    # fresh interpreter would.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-
-
-def _forked(process: BaseProcess) -> None:
-    """Start ``process`` with the supervisor's signals blocked across the fork: a signal sent to the child before it
-    has reset its handlers (``_fresh``) would otherwise reach the supervisor's handler there and be lost."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-    try:
-        process.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _serve(config: uvicorn.Config, sockets: list[socket.socket], closed: list[socket.socket], fds: list[int],
-           supervisor: int, beats: int, interval: float, max_requests: int | None) -> None:  # fmt: skip
-    """A worker: ``WorkerServer`` until it stops."""
-    _fresh(closed, fds, supervisor)
-    faulthandler.enable()  # SIGABRT from the supervisor (a stuck loop): every thread's traceback on stderr
-    server = WorkerServer(config, Heartbeat(beats, interval), max_requests=max_requests)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=sockets)
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)
-
-
-def _export(metrics: MetricsEndpoint, closed: list[socket.socket], fds: list[int], supervisor: int) -> None:
-    """The metrics process: the Prometheus endpoint until SIGTERM."""
-    from handler.observability.exporter import run_exporter
-
-    _fresh(closed, fds, supervisor)
-    run_exporter(metrics.sock, metrics.stats_dir, supervisor)
 
 
 class Workers:
@@ -231,9 +177,9 @@ class Workers:
         interval = beat_interval(self.supervision.worker_timeout)
         args = (self.config, self.sockets, closed, [*fds, read_end], os.getpid(), write_end, interval,
                 self.supervision.request_limit())  # fmt: skip
-        process = self.context.Process(target=_serve, args=args)
+        process = self.context.Process(target=serve, args=args)
         try:
-            _forked(process)
+            forked(process)
         finally:
             os.close(write_end)
         os.set_blocking(read_end, False)
@@ -247,8 +193,8 @@ class Workers:
             closed = [*self.wakeup, *self.sockets]
             fds = [w.beats for w in self._all() if w.beats >= 0]
             args = (self.metrics, closed, fds, os.getpid())
-            self.exporter = self.context.Process(target=_export, args=args)
-            _forked(self.exporter)
+            self.exporter = self.context.Process(target=export, args=args)
+            forked(self.exporter)
 
     def _read_heartbeats(self, ready: list[int]) -> None:
         now = time.monotonic()
