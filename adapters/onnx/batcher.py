@@ -12,8 +12,9 @@ so errors stay with the request that caused them. ``preserve_ordering`` needs no
 response.
 
 Triton's queue policy (``ModelQueuePolicy``, docs/user_guide/model_configuration.md "Queue Policy"), as Triton 2.51
-answers it: a request over its level's ``max_queue_size`` (the requests waiting, not the batch running) is refused
-at once, 503 / UNAVAILABLE ``[request id: <id>] Exceeds maximum queue size``. A request waits at most its level's
+answers it: a request over its level's ``max_queue_size`` (every request of the level waiting in the scheduler, a
+batch that is forming included, not the batch running) is refused at once, 503 / UNAVAILABLE
+``[request id: <id>] Exceeds maximum queue size``. A request waits at most its level's
 ``default_timeout_microseconds``, or its own ``timeout`` parameter where ``allow_timeout_override`` lets it (only
 shorter than a default timeout; with no default, any); then ``REJECT`` answers ``Request timeout expired`` (503) at
 that moment, not once the running batch ends, and ``DELAY`` moves it behind the requests of its level that have
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import logging
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -41,6 +43,8 @@ from adapters import deadline as deadlines
 from adapters.errors import ErrorCode, InternalError, V2Error
 from adapters.types import Execution
 
+logger = logging.getLogger(__name__)
+
 #: Runs the model: (output names, feeds) -> output arrays, raising V2Error on failure; thread-safe.
 RunModel = Callable[[Sequence[str], Mapping[str, np.ndarray]], Sequence[Any]]
 
@@ -49,6 +53,8 @@ class QueueFull(V2Error):
     """A request over its queue's ``max_queue_size``: refused at once (503 / UNAVAILABLE), in Triton's words."""
 
     code = ErrorCode.UNAVAILABLE
+    #: Triton's reason in ``nv_inference_request_failure``: refused by the scheduler.
+    failure_reason = "REJECTED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +187,7 @@ class _Queue:
     timer: asyncio.TimerHandle | None = None
     timed: _Pending | None = None  # the request whose delay the timer counts
     running: bool = False  # a batch is running: every request in ``items`` waits for the next one
+    batch: list[_Pending] = field(default_factory=list)  # the batch last taken out of ``items``
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -217,6 +224,8 @@ class Batcher:
         self._run = run
         self._inline = inline
         self._queue: _Queue | None = None
+        #: The kinds of unexpected errors the dispatch loop has logged (each once).
+        self._logged: set[str] = set()
 
     async def submit(
         self,
@@ -240,7 +249,7 @@ class Batcher:
         policy = self.policy
         level = policy.level(priority)
         rules = policy.queue(level)
-        if rules.max_queue_size and _waiting(queue, level) >= rules.max_queue_size:
+        if rules.max_queue_size and _waiting(queue, level, policy.max_queue_delay_ns) >= rules.max_queue_size:
             raise QueueFull(f"[request id: {request_id or '<id_unknown>'}] Exceeds maximum queue size")
         size = next(iter(feeds.values())).shape[0]
         now = time.perf_counter_ns()
@@ -292,7 +301,27 @@ class Batcher:
         A run's requests are answered once the next batch, if one is ready, has started in its worker thread:
         answering them first kept the event loop on the GIL for their responses while the worker thread waited for
         it, and the model idled 2-4 ms between runs (bench/bench_dynamic_batching.py).
+
+        An unexpected exception in the loop (a bug) fails the requests it held (waiting, or in the batch it was
+        sending) with an internal error, is logged once per kind, and ends this loop; the next request starts a new
+        one, so the model keeps batching.
         """
+        try:
+            await self._loop(queue)
+        except Exception as exc:  # a bug: fail what it held; the next submit starts the loop again
+            kind = type(exc).__name__
+            if kind not in self._logged:
+                self._logged.add(kind)
+                logger.exception("the dynamic batcher's loop failed; the requests it held get an internal error")
+            for item in (*queue.batch, *queue.items):
+                if item.timer is not None:
+                    item.timer.cancel()
+                if not item.future.done():
+                    item.future.set_exception(InternalError("the dynamic batcher failed; retry the request"))
+            queue.items.clear()
+            queue.batch = []
+
+    async def _loop(self, queue: _Queue) -> None:
         finished: tuple[list[_Pending], list[Outcome | Exception]] | None = None
         try:
             while True:
@@ -315,6 +344,7 @@ class Batcher:
                 del queue.items[: len(batch)]
                 for item in batch:
                     item.queued = False
+                queue.batch = batch
                 queue.running = True
                 if self._inline():
                     _answer(finished)
@@ -404,11 +434,12 @@ def _order(item: _Pending) -> tuple[int, bool, int]:
     return item.order
 
 
-def _waiting(queue: _Queue, level: int) -> int:
-    """The requests of ``level`` that wait for a run (Triton's queue size): all of them while a batch runs; when
-    the model is idle, the one at the head goes at once."""
+def _waiting(queue: _Queue, level: int, delay_ns: int) -> int:
+    """The requests of ``level`` in the scheduler, not yet in a run (Triton's queue size): every one, a batch that is
+    forming (``max_queue_delay_microseconds``) included; with no delay and the model idle, the one at the head goes
+    at once and is not counted."""
     waiting = sum(1 for item in queue.items if item.order[0] == level and not item.future.done())
-    return waiting if queue.running or not waiting else waiting - 1
+    return waiting if queue.running or delay_ns or not waiting else waiting - 1
 
 
 def _arm(queue: _Queue, item: _Pending, timeout_at_ns: int) -> None:

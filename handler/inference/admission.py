@@ -1,33 +1,57 @@
-"""Admission: each worker works on at most a bounded number of inference requests and refuses the rest at once.
+"""Admission: each model admits the requests it can answer within a target wait, and each worker at most a bound.
 
-A request over the bound is answered 503 (gRPC UNAVAILABLE) with ``Retry-After`` before any of its work starts,
-whichever transport it came by (one count per process: ``admission``), so a burst does not queue without bound and
-a load balancer can send it elsewhere. Health, metadata, statistics and metrics never pass here: they stay answered
-while inference is saturated.
+Two bounds, both checked before any of a request's work starts, whichever transport it came by; a request over
+either is answered 503 (gRPC UNAVAILABLE) at once with ``Retry-After``, the time the model's admitted work takes to
+drain (measured, at least a second). Health, metadata, statistics and metrics never pass here.
 
-The bound is ``OIP_MAX_INFLIGHT``, else ``default_inflight``: 64 requests per core the worker may use plus two of the
-largest dynamic batch a model of the repository forms (one batch running, the next one filling), with dynamic
-batching on. It is a safety bound, generous enough for a fast model's ordinary concurrency (a few ms of waiting
-each), that keeps a burst from piling up memory and waiting without end; a model's own bound is its queue policy's
-``max_queue_size`` (adapters/onnx/batcher.py), and a slow model's is best set with ``OIP_MAX_INFLIGHT`` from its run
-time and the wait a client accepts.
+**Per model, adaptive** (``ModelGate``): with no configuration, a model admits a request while the wait it can
+expect stays within what a client accepts. The gate measures the model's run time ``run`` (each answer's time from
+admission, divided by the runs it waited for: ``ceil((ahead + 1) / parallel)``, ``ahead`` the model's requests
+already admitted), as Vegas and gradient limiters measure latency against its minimum; ``parallel`` is how many
+requests one run takes (the dynamic batch, else one). A request is admitted while
+``ceil((ahead + 1) / parallel) * run``, the time its answer may take, is at most ``2 * run + target``: one run
+behind the one in progress, plus the queueing target (``OIP_ADMISSION_TARGET_MS``, 100 ms), or within its own
+deadline when it has one (gRPC deadline, Lambda's remaining time; refused then with the deadline's 504 /
+DEADLINE_EXCEEDED, since it would pass before its answer). Each model has its own gate, so a slow model that is
+saturated refuses its own requests and never a fast model's. A model with its own queue policy (``max_queue_size``
+or a queue timeout in config.pbtxt), one served by Triton, and one not measured yet are bounded by the worker's
+bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's bound, and no adaptive gate unless
+``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
+
+**Per worker** (``Admission.limit``): ``OIP_MAX_INFLIGHT``, else ``default_inflight``, a safety bound (64 requests
+per core plus two of the largest dynamic batch) that keeps a burst from piling up memory before any model is
+measured.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
+from adapters.deadline import Deadline, DeadlineExceeded
 from adapters.errors import ErrorCode, V2Error
 
-#: Seconds a refused client is told to wait before it retries (``Retry-After``).
-RETRY_AFTER_S: Final = 1.0
+if TYPE_CHECKING:
+    from handler.protocol.dataplane import DataPlane
+    from handler.protocol.settings import Settings
+
+#: The queueing delay a model's gate accepts beyond one run, when ``OIP_ADMISSION_TARGET_MS`` is not set.
+DEFAULT_TARGET_MS: Final = 100
+#: Most models with a gate of their own in a process (names come from the repository, never from a client).
+MAX_GATES: Final = 1024
+#: Weight of a new run-time sample; a faster one counts more, so one stalled run is forgotten quickly.
+_RISE, _FALL = 0.2, 0.5
 
 
 class Overloaded(V2Error):
-    """The worker is working on as many inference requests as it admits: 503 / UNAVAILABLE, with Retry-After."""
+    """The worker or the model admits no more requests now: 503 / UNAVAILABLE, with Retry-After."""
 
     code = ErrorCode.UNAVAILABLE
     retryable = True
+    #: Triton's reason in ``nv_inference_request_failure`` (handler/observability/prometheus.py).
+    failure_reason: Final = "REJECTED"
 
 
 def largest_dynamic_batch(configs: list[Any]) -> int:
@@ -45,40 +69,185 @@ def default_inflight(cores: int, largest_batch: int) -> int:
     return 64 * max(cores, 1) + 2 * max(largest_batch, 0)
 
 
-class Admission:
-    """Counts the inference requests in flight in this process and refuses those over ``limit``."""
+def gate_parallelism(config: Any, batching: bool) -> int | None:
+    """How many requests one run of a model with this parsed config.pbtxt takes (its dynamic batch, else 1); None
+    when the model bounds its own queue (a ``max_queue_size`` or a queue timeout at any priority level)."""
+    if config is None or int(config.max_batch_size) <= 0 or not config.HasField("dynamic_batching"):
+        return 1
+    if not batching:
+        return 1
+    dynamic = config.dynamic_batching
+    policies = [dynamic.default_queue_policy, *dynamic.priority_queue_policy.values()]
+    if any(int(p.max_queue_size) > 0 or int(p.default_timeout_microseconds) > 0 for p in policies):
+        return None
+    preferred = [int(size) for size in dynamic.preferred_batch_size if 0 < int(size) <= int(config.max_batch_size)]
+    return max(preferred) if preferred else int(config.max_batch_size)
 
-    __slots__ = ("inflight", "limit", "refused")
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+class ModelGate:
+    """One model's adaptive admission: its requests in flight and its measured run time (s; 0 until measured)."""
+
+    __slots__ = ("inflight", "name", "parallel", "refused", "run_s", "target_s")
+
+    def __init__(self, name: str, parallel: int, target_s: float) -> None:
+        self.name = name
+        self.parallel = max(parallel, 1)
+        self.target_s = target_s
         self.inflight = 0
-        #: Requests refused since the process started.
+        self.run_s = 0.0
         self.refused = 0
 
-    def enter(self) -> None:
-        """Count one request in, or refuse it (Overloaded) when ``limit`` are in flight already."""
+    def runs_for(self, ahead: int) -> int:
+        """The runs a request admitted with ``ahead`` requests before it waits for, its own included."""
+        return -(-(ahead + 1) // self.parallel)
+
+    def drain_s(self) -> float:
+        """The time the requests in flight take to be answered, as measured."""
+        return self.runs_for(self.inflight - 1) * self.run_s if self.inflight else 0.0
+
+    def admits(self, deadline: Deadline | None) -> None:
+        """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
+        run = self.run_s
+        if not run or not self.inflight:
+            return
+        expected = self.runs_for(self.inflight) * run
+        if deadline is not None:
+            remaining = deadline.remaining()
+            if expected <= remaining:
+                return
+            self.refused += 1
+            raise DeadlineExceeded(
+                f"model '{self.name}' would answer in about {expected * 1000:.0f} ms, after the request's deadline "
+                f"({deadline.source}, {max(remaining, 0) * 1000:.0f} ms left)"
+            )
+        if expected <= 2 * run + self.target_s:
+            return
+        self.refused += 1
+        drain = self.drain_s()
+        raise Overloaded(
+            f"model '{self.name}' has more requests in progress than it answers within its queueing target "
+            f"({self.target_s * 1000:.0f} ms, OIP_ADMISSION_TARGET_MS); retry after {_retry_after(drain)} s",
+            retry_after=_retry_after(drain),
+        )
+
+    def measured(self, elapsed_s: float, ahead: int) -> None:
+        """One answer, ``elapsed_s`` after its admission with ``ahead`` requests before it."""
+        sample = elapsed_s / self.runs_for(ahead)
+        run = self.run_s
+        if not run:
+            self.run_s = sample
+            return
+        self.run_s = run + (_FALL if sample < run else _RISE) * (sample - run)
+
+
+#: ``gate_of(name)``: the gate of a model served in this process, None for one bounded otherwise (or unknown).
+GateOf = Callable[[str], ModelGate | None]
+
+
+class Ticket:
+    """An admitted request: ``leave()`` once it is answered, however it ends."""
+
+    __slots__ = ("admission", "ahead", "gate", "started")
+
+    def __init__(self, admission: Admission, gate: ModelGate | None, ahead: int) -> None:
+        self.admission, self.gate, self.ahead = admission, gate, ahead
+        self.started = time.monotonic()
+
+    def leave(self, answered: bool = True) -> None:
+        """Count the request out; ``answered``: it ran to a result, so its time measures the model."""
+        self.admission.inflight -= 1
+        gate = self.gate
+        if gate is not None:
+            gate.inflight -= 1
+            if answered:
+                gate.measured(time.monotonic() - self.started, self.ahead)
+
+
+class Admission:
+    """Counts the inference requests in flight in this process (at most ``limit``) and in each model's gate."""
+
+    __slots__ = ("gate_of", "inflight", "limit", "refused")
+
+    def __init__(self, limit: int, gate_of: GateOf | None = None) -> None:
+        self.limit = limit
+        self.inflight = 0
+        #: Requests refused by the worker's bound since the process started (a gate counts its own).
+        self.refused = 0
+        self.gate_of: GateOf = gate_of if gate_of is not None else _no_gate
+
+    def enter(self, name: str = "", deadline: Deadline | None = None) -> Ticket:
+        """Admit one request to model ``name`` (its ``Ticket``), or refuse it: Overloaded over the worker's bound
+        or the model's gate, the deadline's error when the model would answer after it."""
+        gate = self.gate_of(name) if name else None
         if self.inflight >= self.limit:
             self.refused += 1
+            drain = gate.drain_s() if gate is not None else 0.0
             raise Overloaded(
                 f"the server is working on as many inference requests as it admits ({self.limit}, "
-                f"OIP_MAX_INFLIGHT); retry after {RETRY_AFTER_S:g} s",
-                retry_after=RETRY_AFTER_S,
+                f"OIP_MAX_INFLIGHT); retry after {_retry_after(drain)} s",
+                retry_after=_retry_after(drain),
             )
+        ahead = 0
+        if gate is not None:
+            gate.admits(deadline)
+            ahead = gate.inflight
+            gate.inflight += 1
         self.inflight += 1
+        return Ticket(self, gate, ahead)
 
     def leave(self) -> None:
-        """Count one admitted request out."""
+        """Count out a request admitted with no model named (``enter()``); a ``Ticket`` counts out its own."""
         self.inflight -= 1
 
 
-#: The process's admissions by limit: every transport's inference service in a worker (REST, gRPC) shares one.
-_admissions: dict[int, Admission] = {}
+def _no_gate(name: str) -> ModelGate | None:
+    return None
 
 
-def admission(limit: int) -> Admission:
-    """This process's admission for ``limit`` requests in flight, shared by every inference service built with it."""
-    found = _admissions.get(limit)
+class Gates:
+    """The gates of the models of ``dataplane``'s repository, made on first use (``GateOf``)."""
+
+    def __init__(self, dataplane: DataPlane, target_s: float, batching: bool) -> None:
+        self.dataplane, self.target_s, self.batching = dataplane, target_s, batching
+        self.gates: dict[str, ModelGate | None] = {}
+
+    def __call__(self, name: str) -> ModelGate | None:
+        gates = self.gates
+        if name in gates:
+            return gates[name]
+        repository = self.dataplane.repository
+        if name not in repository.names() or len(gates) >= MAX_GATES or self.dataplane.router.route(name):
+            return None  # unknown (the request fails on its own), or bounded by Triton
+        parallel = gate_parallelism(repository.entry(name).config, self.batching)
+        gate = gates[name] = None if parallel is None else ModelGate(name, parallel, self.target_s)
+        return gate
+
+
+def admission_target_ms(settings: Settings) -> int:
+    """The gates' queueing target (ms; 0: no gates): ``OIP_ADMISSION_TARGET_MS``, else 100 unless
+    ``OIP_MAX_INFLIGHT`` is set."""
+    if settings.admission_target_ms is not None:
+        return settings.admission_target_ms
+    return 0 if settings.max_inflight else DEFAULT_TARGET_MS
+
+
+#: The process's admissions by (limit, target, data plane): every transport's inference service in a worker (REST,
+#: gRPC) shares one. A gate holds its data plane, so the data plane's id is never reused while it is a key.
+_admissions: dict[tuple[int, int, int], Admission] = {}
+
+
+def admission(limit: int, target_ms: int = 0, dataplane: DataPlane | None = None, batching: bool = True) -> Admission:
+    """This process's admission for ``limit`` requests in flight and gates with ``target_ms`` (0: none) over
+    ``dataplane``'s models, shared by every inference service built with them."""
+    gated = dataplane is not None and target_ms > 0
+    key = (limit, target_ms, id(dataplane)) if gated else (limit, 0, 0)
+    found = _admissions.get(key)
     if found is None:
-        found = _admissions[limit] = Admission(limit)
+        gates = Gates(dataplane, target_ms / 1000, batching) if gated and dataplane is not None else None
+        found = _admissions[key] = Admission(limit, gates)
     return found
+
+
+def _retry_after(drain_s: float) -> int:
+    """``Retry-After`` for a drain time: whole seconds, rounded up, at least one."""
+    return max(1, math.ceil(drain_s))

@@ -34,7 +34,7 @@ from handler.codecs.content_types.bridge import (
     mentions_content_type,
     model_defaults,
 )
-from handler.inference.admission import admission, default_inflight, largest_dynamic_batch
+from handler.inference.admission import admission, admission_target_ms, default_inflight, largest_dynamic_batch
 from handler.inference.byte_budget import Held, byte_budget, default_inflight_bytes, memory_limit
 from handler.inference.call_checks import check_before_reading
 from handler.inference.s3_tensors import (
@@ -87,8 +87,14 @@ class InferenceService:
             settings.max_inflight_bytes or default_inflight_bytes(memory_limit(), settings.workers or 1)
         )
 
-        #: OIP_MAX_INFLIGHT: the inference requests this process works on at once (``admission.py``).
-        self.admission = admission(settings.max_inflight or _default_inflight(dataplane, settings))
+        #: OIP_MAX_INFLIGHT: the inference requests this process works on at once, and each model's adaptive gate
+        #: (OIP_ADMISSION_TARGET_MS) (``admission.py``).
+        self.admission = admission(
+            settings.max_inflight or _default_inflight(dataplane, settings),
+            admission_target_ms(settings),
+            dataplane,
+            settings.dynamic_batching,
+        )
 
     async def counts(self, name: str, version: str | None) -> TensorCounts:
         """The most inputs and outputs a request to this model may name, checked before it is decoded."""
@@ -102,12 +108,14 @@ class InferenceService:
         deadline = deadlines.current()
         if deadline is not None:
             deadline.check()
-        admitted = self.admission
-        admitted.enter()
+        ticket = self.admission.enter(name, deadline)
+        answered = False
         try:
-            return await self._infer(name, version, call, observation)
+            result = await self._infer(name, version, call, observation)
+            answered = True
+            return result
         finally:
-            admitted.leave()
+            ticket.leave(answered)
 
     async def _infer(
         self, name: str, version: str | None, call: InferCall, observation: InferObservation
@@ -195,12 +203,12 @@ class InferenceService:
     ) -> Forwarded:
         """Pass a request body through to the Triton model ``name`` routes to, as it came (``passes_through``), if
         admitted, as ``infer``."""
-        self.admission.enter()
+        ticket = self.admission.enter(name, deadlines.current())
         try:
             with self.telemetry.span("forward"):
                 forwarded = await self.dataplane.forward(name, version, body, headers)
         finally:
-            self.admission.leave()
+            ticket.leave()
         observation.version = forwarded.model_version
         return forwarded
 

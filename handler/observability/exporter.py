@@ -6,7 +6,9 @@ custom-collector API; the workers never import it, and its multiprocess mode is 
 - Triton's per-model counters (``nv_inference_request_success``, ``nv_inference_request_failure``,
   ``nv_inference_count``, ``nv_inference_exec_count``, ``nv_inference_*_duration_us``), labels ``model`` and
   ``version`` (and ``reason`` on failures), read from the statistics extension's shared counters
-  (``OIP_STATS_DIR``): the numbers ``/v2/models/stats`` gives, every worker's, dead ones' included. Their samples
+  (``OIP_STATS_DIR``): the numbers ``/v2/models/stats`` gives, every worker's, dead ones' included. Failures are
+  counted by Triton's reason as each request ends (``prometheus.py``: ``failure_reason``), refusals before the
+  model included, a client's 4xx excluded; a dead worker's requests in progress are ``BACKEND`` failures. Their samples
   carry Triton's names exactly; prometheus_client writes a counter's samples with a ``_total`` suffix, so they
   are exposed untyped (``rate`` and ``increase`` work on them as on Triton's);
 - the latency histograms ``oip_inference_{request,queue,compute}_duration_seconds`` (labels ``model`` and
@@ -19,14 +21,19 @@ custom-collector API; the workers never import it, and its multiprocess mode is 
 - ``oip_build_info``: the server's version, Python's and onnxruntime's.
 
 With ``--workers N`` it runs in a process of its own that the supervisor forks and replaces (``workers.py``), so
-the supervisor stays single-threaded; with one worker, in a thread of the serving process.
+the supervisor stays single-threaded; with one worker, in a thread of the serving process. It answers at most
+``MAX_CONNECTIONS`` connections at once, each in a thread; more wait in the listen backlog (then are refused by
+the kernel), and a stalled one is dropped after ``_QuietHandler.timeout``. A scrape that fails (a counters file
+half written, a bug) is answered 500, logged once per kind, and the next one is served as usual.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import platform
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +42,11 @@ from typing import Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from handler import __version__
-from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, Snapshot, read_snapshot
+from handler.protocol.statistics import BUCKETS_NS, FAILURE_REASONS, HISTOGRAMS, Snapshot, read_snapshot
+
+logger = logging.getLogger(__name__)
+#: Most connections the metrics server answers at once (a thread each); the rest wait in the listen backlog.
+MAX_CONNECTIONS: Final = 16
 
 #: Triton's counters: name -> (help text, what of a ``$model_stat`` document it counts).
 TRITON_COUNTERS: Final[dict[str, tuple[str, Callable[[dict[str, Any]], float]]]] = {
@@ -70,9 +81,6 @@ TRITON_COUNTERS: Final[dict[str, tuple[str, Callable[[dict[str, Any]], float]]]]
     ),
 }
 FAILURE: Final = "nv_inference_request_failure"
-#: Triton's failure reasons; a request that reached the model and failed is a ``BACKEND`` one here (nothing is
-#: rejected by a queue policy or cancelled).
-FAILURE_REASONS: Final = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 LABELS: Final = ("model", "version")
 #: The latency histograms: statistics' histogram -> (name, help text).
 HISTOGRAM_NAMES: Final = {
@@ -131,9 +139,9 @@ class ModelMetrics:
             FAILURE, "Number of failed inference requests, all batch sizes", labels=("model", "version", "reason")
         )
         for document in documents:
+            counts = snapshot.failures(document["name"], document["version"])
             for reason in FAILURE_REASONS:
-                count = document["inference_stats"]["fail"]["count"] if reason == "BACKEND" else 0
-                failure.add_metric((document["name"], document["version"], reason), count)
+                failure.add_metric((document["name"], document["version"], reason), counts[reason])
         yield failure
         for name, (text, value) in TRITON_COUNTERS.items():
             family = UnknownMetricFamily(name, text, labels=("model", "version"))
@@ -248,9 +256,36 @@ def registry(stats_dir: str | Path, root: int) -> Any:
 
 
 class _Server(ThreadingMixIn, WSGIServer):
-    """A WSGI server answering each scrape in a thread of its own."""
+    """A WSGI server answering each connection in a thread of its own, ``MAX_CONNECTIONS`` at most at once: the
+    accepting thread waits for a free slot before it accepts the next connection. An exception while answering
+    one is logged once per kind (the connection closed), and the server goes on."""
 
     daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.logged: set[str] = set()
+
+    def get_request(self) -> tuple[Any, Any]:
+        self.slots.acquire()
+        try:
+            return super().get_request()
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def shutdown_request(self, request: Any) -> None:  # once per accepted connection, however it ended
+        try:
+            super().shutdown_request(request)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        kind = type(sys.exc_info()[1]).__name__
+        if kind not in self.logged:
+            self.logged.add(kind)
+            logger.exception("the metrics server failed to answer a connection; it goes on")
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -287,8 +322,26 @@ def metrics_server(sock: socket.socket, collected: Any) -> WSGIServer:
     server.server_address = sock.getsockname()[:2]
     server.server_name, server.server_port = str(server.server_address[0]), int(server.server_address[1])
     server.setup_environ()
-    server.set_app(make_wsgi_app(collected))
+    server.set_app(guarded(make_wsgi_app(collected), server.logged))
     return server
+
+
+def guarded(app: Callable[..., Any], logged: set[str]) -> Callable[..., Any]:
+    """``app`` answering 500 when it raises, the exception logged once per kind (a scrape's failure never stops
+    the server, nor fills its log)."""
+
+    def answer(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        try:
+            return app(environ, start_response)
+        except Exception as exc:
+            kind = type(exc).__name__
+            if kind not in logged:
+                logged.add(kind)
+                logger.exception("a metrics scrape failed; it is answered 500 and the server goes on")
+            start_response("500 Internal Server Error", [("Content-Type", "text/plain")], sys.exc_info())
+            return [b"the metrics could not be collected; the server log has the reason\n"]
+
+    return answer
 
 
 def serve_in_thread(sock: socket.socket, collected: Any) -> WSGIServer:

@@ -3,10 +3,18 @@
 Everything a scrape reports per model is read from the statistics extension's shared counters
 (handler/protocol/statistics.py: Triton's counters, and the latency histograms' buckets, which each success adds
 to as it is counted); the metrics exporter (``exporter.py``, another process) reads every worker's at scrape
-time. What the statistics do not see is a request still in the server: ``MeteredTelemetry`` adds one to its model
-version's pending cell as the request starts and takes it off when it ends, for the models this server knows (a
-name a client made up gets no series). Two integer additions under the statistics' lock per request; the workers
-never import prometheus_client.
+time. What the statistics do not see is a request still in the server, and why one failed: ``MeteredTelemetry``
+adds one to its model version's pending cell as the request starts and takes it off when it ends, and counts a
+failed one by Triton's reason (``failure_reason``), for the models this server knows (a name a client made up
+gets no series). Two integer additions under the statistics' lock per request; the workers never import
+prometheus_client.
+
+The reasons, as Triton's scheduler gives them: a request refused before it runs (a model's or the worker's
+admission, a full queue, its queue ``timeout`` passed) is ``REJECTED``; one whose deadline passed (gRPC deadline,
+Lambda's remaining time) ``CANCELED``, as Triton counts a request its client gave up on; one the model (or a
+forwarded model's Triton) failed ``BACKEND``; an unexpected exception ``OTHER``. A client's mistake (400, 404,
+413, ...) is no failure of the model and is not counted, as Triton refuses it before the request reaches a
+model.
 """
 
 from __future__ import annotations
@@ -15,15 +23,32 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Final
 
+from adapters.deadline import DeadlineExceeded, RequestTimeout
 from adapters.errors import V2Error
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.statistics import Statistics
+from handler.protocol.statistics import FAILURE_REASONS, Statistics
+from handler.protocol.status import status_of
 
 #: Most distinct (model, version) pairs a worker counts pending requests for; past that, new ones are not counted.
 MAX_SERIES: Final = 1024
 
 #: ``versions(name, version)``: the version a request to a known model is counted under; None for an unknown model.
 VersionOf = Callable[[str, str | None], str | None]
+
+
+def failure_reason(error: BaseException) -> str | None:
+    """Triton's reason for a request that ended with ``error``; None for a client's mistake (a 4xx). An error class
+    may name its own (``failure_reason``: the admission's and the dynamic batcher's refusals say ``REJECTED``)."""
+    if not isinstance(error, V2Error):
+        return "OTHER"
+    if isinstance(error, DeadlineExceeded):
+        return "CANCELED"
+    if status_of(error) < 500:
+        return None
+    if isinstance(error, RequestTimeout):
+        return "REJECTED"
+    named = getattr(error, "failure_reason", None)
+    return named if named in FAILURE_REASONS else "BACKEND"
 
 
 class MeteredTelemetry(Telemetry):
@@ -40,36 +65,45 @@ class MeteredTelemetry(Telemetry):
         super().__init__(sampler)
         self.statistics = statistics
         self._versions = versions
-        self._cells: dict[tuple[str, str | None], int] = {}
+        #: By (model, version asked): the pending cell and the version label of a known model.
+        self._cells: dict[tuple[str, str | None], tuple[int, str]] = {}
         if spans is not None:
             self.span = spans  # type: ignore[method-assign]
 
     def observe(self, model: str, version: str | None) -> _PendingObserving:
-        cell = self._cells.get((model, version))
-        if cell is None and len(self._cells) < MAX_SERIES:
+        known = self._cells.get((model, version))
+        if known is None and len(self._cells) < MAX_SERIES:
             label = self._versions(model, version)
             if label is not None:
-                cell = self._cells[(model, version)] = self.statistics.pending_cell(model, label)
-        if cell is not None:
-            self.statistics.pending(cell, 1)
-        return _PendingObserving(self, InferObservation(model, version), cell)
+                known = self._cells[(model, version)] = (self.statistics.pending_cell(model, label), label)
+        if known is not None:
+            self.statistics.pending(known[0], 1)
+        return _PendingObserving(self, InferObservation(model, version), known)
 
 
 class _PendingObserving:
     """``MeteredTelemetry.observe``'s context: finishes the observation (as ``Telemetry.observe``'s does) and takes
-    the request off the pending count however the block ends."""
+    the request off the pending count however the block ends, counting a failure by its reason."""
 
-    __slots__ = ("cell", "observation", "telemetry")
+    __slots__ = ("known", "observation", "telemetry")
 
-    def __init__(self, telemetry: MeteredTelemetry, observation: InferObservation, cell: int | None) -> None:
-        self.telemetry, self.observation, self.cell = telemetry, observation, cell
+    def __init__(
+        self, telemetry: MeteredTelemetry, observation: InferObservation, known: tuple[int, str] | None
+    ) -> None:
+        self.telemetry, self.observation, self.known = telemetry, observation, known
 
     def __enter__(self) -> InferObservation:
         return self.observation
 
     def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
-        if self.cell is not None:
-            self.telemetry.statistics.pending(self.cell, -1)
+        known = self.known
+        if known is not None:
+            statistics = self.telemetry.statistics
+            statistics.pending(known[0], -1)
+            if error is not None:
+                reason = failure_reason(error)
+                if reason is not None:
+                    statistics.failed(self.observation.model, known[1], reason)
         if error is None:  # what ``finish`` does, without its call, as ``Telemetry.observe``'s context
             self.observation.status = 200
             self.telemetry.record(self.observation)

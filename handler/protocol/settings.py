@@ -357,6 +357,9 @@ class Settings:
     #: [OIP_MAX_INFLIGHT] inference requests one worker (or Lambda environment) works on at once; more are answered
     #: 503 with Retry-After at once. None: 64 per core plus twice the largest dynamic batch (``default_inflight``).
     max_inflight: int | None = None
+    #: [OIP_ADMISSION_TARGET_MS] the queueing delay (ms) beyond one run each model's adaptive admission accepts
+    #: before it answers 503; 0: no adaptive admission. None: 100, or 0 when OIP_MAX_INFLIGHT is set.
+    admission_target_ms: int | None = None
     #: [OIP_DEADLINE_MARGIN_MS] on Lambda, what a request's deadline leaves of the invocation's remaining time, to
     #: answer 504 before the function times out.
     deadline_margin_ms: int = 500
@@ -423,6 +426,7 @@ class Settings:
             "request_log_sampling": _read_float(env, "OIP_REQUEST_LOG_SAMPLING", cls.request_log_sampling),
             "request_log_stream": _read_text(env, "OIP_REQUEST_LOG_STREAM", cls.request_log_stream),
             "max_inflight": _read_optional_int(env, "OIP_MAX_INFLIGHT", minimum=1),
+            "admission_target_ms": _read_optional_int(env, "OIP_ADMISSION_TARGET_MS"),
             "deadline_margin_ms": _read_int(env, "OIP_DEADLINE_MARGIN_MS", cls.deadline_margin_ms),
             "s3_tensor_prefixes": parse_s3_prefixes(_read_text(env, "OIP_S3_TENSOR_PREFIXES", "")),
             "s3_tensor_sse": _read_choice(env, "OIP_S3_TENSOR_SSE", cls.s3_tensor_sse, S3_TENSOR_SSE),
@@ -499,6 +503,7 @@ VARIABLES: dict[str, str] = {
     "request_log_sampling": "OIP_REQUEST_LOG_SAMPLING",
     "request_log_stream": "OIP_REQUEST_LOG_STREAM",
     "max_inflight": "OIP_MAX_INFLIGHT",
+    "admission_target_ms": "OIP_ADMISSION_TARGET_MS",
     "deadline_margin_ms": "OIP_DEADLINE_MARGIN_MS",
     "s3_tensor_prefixes": "OIP_S3_TENSOR_PREFIXES",
     "s3_tensor_sse": "OIP_S3_TENSOR_SSE",

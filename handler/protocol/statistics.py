@@ -10,8 +10,11 @@ Recording is a few integer additions under one lock: no measurable cost next to 
 The same rows hold what ``oip serve``'s Prometheus endpoint adds to Triton's counters (handler/observability/
 exporter.py reads them at scrape time): each success's request, queue and compute times counted in a latency
 histogram's buckets (``BUCKETS_NS``; their sums and counts are the durations and count above), and, in a row of
-its own per model version (batch size ``PENDING_ROW``), the requests in the worker not answered yet (``pending``).
-A worker that ends keeps its file, so nothing it counted is lost; ``retire`` drops its pending requests.
+its own per model version (batch size ``PENDING_ROW``), the requests in the worker not answered yet (``pending``),
+and, in the version's row, its failures by Triton's reason (``FAILURE_REASONS``: ``failed``, counted by the
+telemetry, which sees every request's error, refusals before the model included). A worker that ends keeps its
+file, so nothing it counted is lost; ``retire`` counts its pending requests as failures (they will never be
+answered).
 """
 
 from __future__ import annotations
@@ -52,7 +55,16 @@ HISTOGRAMS: Final = ("request", "queue", "compute")
 _PENDING: Final = 5 + len(_DURATIONS)
 _BUCKETS: Final = {name: _PENDING + 1 + i * (len(BUCKETS_NS) + 1) for i, name in enumerate(HISTOGRAMS)}
 _REQUEST_BUCKETS, _QUEUE_BUCKETS, _COMPUTE_BUCKETS = (_BUCKETS[name] for name in HISTOGRAMS)
-_SEQUENCE: Final = _PENDING + 1 + len(HISTOGRAMS) * (len(BUCKETS_NS) + 1)
+#: Triton's reasons for a failed request (``nv_inference_request_failure``'s ``reason`` label): refused by a
+#: scheduler or an admission (queue full, queue timeout, over the admission bound), cancelled (its deadline
+#: passed), failed in the backend, anything else.
+FAILURE_REASONS: Final = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+#: The reason a worker's requests fail when it is killed or dies with them in progress (``retire``).
+RETIRED_REASON: Final = "BACKEND"
+_REASONS: Final = {
+    reason: _PENDING + 1 + len(HISTOGRAMS) * (len(BUCKETS_NS) + 1) + i for i, reason in enumerate(FAILURE_REASONS)
+}
+_SEQUENCE: Final = _PENDING + 1 + len(HISTOGRAMS) * (len(BUCKETS_NS) + 1) + len(FAILURE_REASONS)
 _WIDTH: Final = _SEQUENCE + 1
 _ROWS: Final = 4096
 #: The batch size of a version's pending row: apart from its counters, since the version a request is pending
@@ -218,6 +230,16 @@ class Statistics:
             cells[total + _NS["fail"]] += total_ns
             cells[total + _SEQUENCE] += 1
 
+    def failed(self, name: str, version: str, reason: str) -> None:
+        """One failed request to this model version, by Triton's ``reason`` (one of ``FAILURE_REASONS``)."""
+        table = self._table
+        with self._lock:
+            total = table.start((name, version, 0))
+            cells = table.cells
+            cells[total + _SEQUENCE] += 1
+            cells[total + _REASONS[reason]] += 1
+            cells[total + _SEQUENCE] += 1
+
     def pending_cell(self, name: str, version: str) -> int:
         """The cell of ``cells`` counting the requests to this model version in the worker not answered yet."""
         with self._lock:
@@ -309,6 +331,11 @@ class Snapshot:
         """``$model_stat`` objects for these (name, version) pairs (``model_documents``)."""
         return model_documents(self.rows, versions)
 
+    def failures(self, name: str, version: str) -> dict[str, int]:
+        """A version's failed requests by Triton's reason (``FAILURE_REASONS``)."""
+        row = self.rows.get((name, version, 0))
+        return {reason: 0 if row is None else int(row[cell]) for reason, cell in _REASONS.items()}
+
     def pending(self) -> dict[tuple[str, str], int]:
         """The requests not answered yet, by (name, version), over the live workers (``retire``)."""
         return {(name, version): int(row[_PENDING]) for (name, version, size), row in self.rows.items()
@@ -322,16 +349,31 @@ def read_snapshot(directory: str | Path) -> Snapshot:
 
 
 def retire(directory: str | Path, pid: int) -> None:
-    """A worker of ``directory`` that has ended: its pending requests dropped (they will never be answered), its
-    counters kept; a row it was killed in the middle of writing is taken as it is (its sequence number made even,
-    so readers stop waiting for it). Nothing to do for a worker that ended before it made its table."""
+    """A worker of ``directory`` that has ended (killed stuck, or crashed): each request it had in progress counted
+    as a failure of its model version (``fail`` in the statistics, ``RETIRED_REASON`` in the metrics), since it will
+    never be answered, and taken off the pending count; its counters kept; a row it was killed in the middle of
+    writing taken as it is (its sequence number made even, so readers stop waiting for it). Nothing to do for a
+    worker that ended before it made its table."""
     for keys_path in Path(directory).glob(f"{pid}-*.keys"):
         listed = [line.split("\t", 3) for line in keys_path.read_text().splitlines() if line]
         array = np.memmap(keys_path.with_suffix(".counters"), dtype=np.int64, mode="r+", shape=(_ROWS, _WIDTH))
-        for index, batch, _, _ in listed:
-            row = array[int(index)]
-            if int(batch) == PENDING_ROW:
-                row[_PENDING] = 0
+        rows = {(name, version, int(batch)): int(index) for index, batch, version, name in listed}
+        for (name, version, batch), index in list(rows.items()):
+            row = array[index]
             row[_SEQUENCE] += row[_SEQUENCE] % 2
+            if batch != PENDING_ROW or row[_PENDING] <= 0:
+                row[_PENDING] = 0
+                continue
+            lost = int(row[_PENDING])
+            row[_PENDING] = 0
+            total = rows.get((name, version, 0))
+            if total is None:  # no request to this version was counted in this worker: its row added here
+                total = rows[(name, version, 0)] = len(rows)
+                if total >= _ROWS:
+                    continue
+                with keys_path.open("a") as keys:
+                    keys.write(f"{total}\t0\t{version}\t{name}\n")
+            array[total, _FAILED] += lost
+            array[total, _REASONS[RETIRED_REASON]] += lost
         array.flush()
         del array

@@ -122,7 +122,6 @@ def _assert_agree(metrics: Scrape, statistics: dict[tuple[str, str], dict[str, A
         }
         for name, value in expected.items():
             assert metrics.value(name, **labels) == value, (name, labels)
-        assert metrics.value("nv_inference_request_failure", reason="BACKEND", **labels) == stats["fail"]["count"]
         assert metrics.value("oip_inference_request_duration_seconds_count", **labels) == stats["success"]["count"]
 
 
@@ -139,9 +138,11 @@ def test_every_transport_is_counted_and_the_metrics_agree_with_the_statistics(se
             return metrics.value(name, **labels, **more) - before.value(name, **labels, **more)  # noqa: B023
 
         assert added("nv_inference_request_success") == successes
-        assert added("nv_inference_request_failure", reason="BACKEND") == failures
-        for reason in ("REJECTED", "CANCELED", "OTHER"):
-            assert metrics.value("nv_inference_request_failure", reason=reason, **labels) == 0
+        # The failures are a client's 400s: counted in the statistics' ``fail``, no failure of the model's in the
+        # metrics (Triton refuses them before the model): tests/component/test_failure_reasons.py has the others.
+        assert statistics[(model, version)]["inference_stats"]["fail"]["count"] >= failures
+        for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
+            assert added("nv_inference_request_failure", reason=reason) == 0
         assert added("nv_inference_count") == inferences
         for histogram in ("request", "queue", "compute"):
             name = f"oip_inference_{histogram}_duration_seconds"

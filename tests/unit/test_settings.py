@@ -79,6 +79,7 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_S3_TENSOR_SSE", "s3_tensor_sse", "AWS:KMS", "aws:kms"),
     ("OIP_S3_TENSOR_KMS_KEY", "s3_tensor_kms_key", "alias/tensors", "alias/tensors"),
     ("OIP_MAX_INFLIGHT", "max_inflight", "12", 12),
+    ("OIP_ADMISSION_TARGET_MS", "admission_target_ms", "250", 250),
     ("OIP_DEADLINE_MARGIN_MS", "deadline_margin_ms", "250", 250),
 ]
 LAMBDA_READS: list[tuple[str, str, str, Any]] = [
