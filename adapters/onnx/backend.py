@@ -362,13 +362,14 @@ class OnnxBackend:
         """Run inline when the model is fast, else in a worker thread (onnxruntime releases the GIL); with
         dynamic batching, validate the request alone, then let the batcher merge it with concurrent ones, within
         its queue policy and its ``priority`` and ``timeout`` parameters. Without a queue (Triton ignores a
-        ``timeout`` there), the request's ``timeout`` bounds its run as its deadline does."""
+        ``timeout`` there), the request's ``timeout`` bounds its run as its deadline does; ``priority`` is checked
+        the same way with or without a queue (an unsigned integer), and without one it changes nothing."""
         batcher = self._batcher
         parameters = call.parameters
         timeout_us = deadlines.request_timeout_us(parameters) if deadlines.TIMEOUT in parameters else 0
+        priority = deadlines.request_priority(parameters) if deadlines.PRIORITY in parameters else 0
         if batcher is not None:
             started = time.perf_counter_ns()
-            priority = deadlines.request_priority(parameters) if deadlines.PRIORITY in parameters else 0
             metadata, wanted, feeds = self._prepare(call)
             from adapters.onnx.batcher import batch_key  # loaded with the batcher: a dictionary look-up
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 _U64_MAX: Final = 2**64 - 1
 #: The exact types of ``$parameter`` values as orjson gives them (``Parameters``: strict str, bool, int, float).
 _PARAMETER_TYPES: Final = frozenset({str, bool, int, float})
+#: The most validation errors an answer describes.
+MAX_ERRORS: Final = 5
 
 
 class Input(NamedTuple):
@@ -56,31 +58,64 @@ def envelope(document: dict[str, Any]) -> Envelope:
 
 
 def validated_envelope(document: dict[str, Any]) -> Envelope:
-    """The envelope as pydantic's ``InferenceRequest`` validates it; InvalidInput with its account of the errors.
-    pydantic is imported the first time a request needs it (most never do: ``plain_envelope``)."""
-    from pydantic import ValidationError
+    """The envelope as pydantic's ``InferenceRequest`` validates it; InvalidInput with its account of the first
+    ``MAX_ERRORS`` errors. The request's own fields, then each input and each output, are validated one by one
+    (``RequestInput``, ``RequestOutput``) until that many errors are found, so no more are built whatever the
+    request holds (``bounds.py`` bounds each piece). pydantic is imported the first time a request needs it (most
+    never do: ``plain_envelope``)."""
+    from handler.codecs.schemas import InferenceRequest, RequestInput, RequestOutput
 
-    from handler.codecs.schemas import InferenceRequest
-
-    try:
-        request = InferenceRequest.model_validate(document)
-    except ValidationError as exc:
-        raise InvalidInput(describe_validation_error(exc)) from None
+    inputs, outputs = document.get("inputs"), document.get("outputs")
+    errors: list[str] = []
+    own = {**document, **({"inputs": []} if type(inputs) is list else {})}
+    if type(outputs) is list:
+        own["outputs"] = []
+    request = _validated(InferenceRequest, own, (), errors)
+    late = [error for error in errors if error.startswith("outputs")]  # pydantic's order: the outputs come last
+    errors[:] = [error for error in errors if not error.startswith("outputs")]
+    items = [_validated(RequestInput, item, ("inputs", i), errors) for i, item in enumerate(_list(inputs, errors))]
+    errors.extend(late)
+    wanted = (
+        None
+        if outputs is None
+        else [_validated(RequestOutput, item, ("outputs", i), errors) for i, item in enumerate(_list(outputs, errors))]
+    )
+    if errors or request is None:
+        raise InvalidInput("invalid inference request: " + "; ".join(errors[:MAX_ERRORS]))
     return Envelope(
         request.id,
         request.parameters,
-        [Input(i.name, i.shape, i.datatype, i.parameters, i.data) for i in request.inputs],
-        None if request.outputs is None else [Output(o.name, o.parameters) for o in request.outputs],
+        [Input(i.name, i.shape, i.datatype, i.parameters, i.data) for i in items],
+        None if wanted is None else [Output(o.name, o.parameters) for o in wanted],
     )
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """A one-line summary of pydantic errors: ``inputs.0.shape.1: Input should be ...``."""
+def _list(value: Any, errors: list[str]) -> list[Any]:
+    """The items of a list still to validate: none once ``MAX_ERRORS`` are found."""
+    return value if type(value) is list and len(errors) < MAX_ERRORS else []
+
+
+def _validated(model: Any, value: Any, where: tuple[Any, ...], errors: list[str]) -> Any:
+    """``model`` validated from ``value``, or None with its errors (located under ``where``) added to ``errors``;
+    nothing once ``MAX_ERRORS`` are found."""
+    from pydantic import ValidationError
+
+    if len(errors) >= MAX_ERRORS:
+        return None
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        errors.extend(_described(exc, where))
+        return None
+
+
+def _described(exc: ValidationError, where: tuple[Any, ...] = ()) -> list[str]:
+    """``location: message`` of each of pydantic's errors (``where`` before each location)."""
     parts = []
-    for error in exc.errors(include_url=False)[:5]:
-        location = ".".join(str(part) for part in error["loc"]) or "body"
+    for error in exc.errors(include_url=False, include_context=False, include_input=False):
+        location = ".".join(str(part) for part in (*where, *error["loc"])) or "body"
         parts.append(f"{location}: {error['msg']}")
-    return "invalid inference request: " + "; ".join(parts)
+    return parts
 
 
 def _plain_parameters(value: Any) -> bool:

@@ -26,6 +26,7 @@ import simdjson
 
 from adapters.datatypes import numpy_dtype
 from adapters.errors import InvalidInput
+from handler.codecs.bounds import check_bounds
 from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.json_data import decode_json_data, narrow_floats
 from handler.codecs.json_keys import check_unique_keys
@@ -158,10 +159,11 @@ def _document(root: Any, text: bytes) -> dict[str, Any]:
 
 
 def _check_counts(root: Any, counts: TensorCounts) -> None:
-    """The request's input and output counts checked from the parsed text, before anything is walked or
-    converted (a repeated key leaves it to orjson's path, which checks them there)."""
+    """The envelope's bounds and the request's input and output counts checked from the parsed text, before
+    anything is walked or converted (a repeated key leaves the counts to orjson's path, which checks them there)."""
     if not isinstance(root, simdjson.Object):
         return
+    check_bounds(root)
     keys = list(root)
     if len(set(keys)) != len(keys):
         return
@@ -174,18 +176,29 @@ def _check_counts(root: Any, counts: TensorCounts) -> None:
 
 
 def load_infer_json(
-    text: bytes | memoryview, min_bytes: int | None = None, counts: TensorCounts = DEFAULT_COUNTS
+    text: bytes | memoryview,
+    min_bytes: int | None = None,
+    counts: TensorCounts = DEFAULT_COUNTS,
+    what: str | None = None,
 ) -> dict[str, Any] | None:
     """Parse a JSON inference request with numeric ``data`` as ``JsonTensor``; None where orjson must decide.
-    InvalidInput when it names more inputs or outputs than ``counts`` allow, found before anything is converted."""
+    InvalidInput when it names more inputs or outputs than ``counts`` allow or exceeds the envelope's bounds, found
+    before anything is converted; with ``what`` (the text's name in the message), InvalidInput too for a text that
+    is not JSON, so that orjson does not build the values before the mistake (a number simdjson cannot read, such
+    as an integer past 64 bits, is left to orjson)."""
     if len(text) < (MIN_FAST_BYTES if min_bytes is None else min_bytes) or bytes(text[:3]) == _BOM:
         return None
     whole = isinstance(text, memoryview) and isinstance(text.obj, bytes) and text.nbytes == len(text.obj)
     body = text.obj if whole else bytes(text)  # type: ignore[union-attr]
     try:
         root = simdjson.Parser().parse(body)
-    except (ValueError, RuntimeError):
-        return None  # RuntimeError: simdjson's DEPTH/BIGINT errors
+    except ValueError as exc:
+        reason = str(exc)
+        if what is None or reason.startswith("NUMBER_ERROR"):
+            return None
+        raise InvalidInput(f"malformed JSON in {what}: {reason.split('.', 1)[0]}") from None
+    except RuntimeError:
+        return None  # simdjson's DEPTH/BIGINT errors
     _check_counts(root, counts)
     try:
         document = _document(root, body)

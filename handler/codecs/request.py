@@ -20,6 +20,7 @@ from handler.codecs.binary_data import (
     BINARY_DATA_SIZE,
     decode_binary_data,
 )
+from handler.codecs.bounds import check_bounds
 from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.envelope import Envelope, Input, envelope
 from handler.codecs.json_keys import check_unique_keys
@@ -57,13 +58,15 @@ def _binary_size(item: Input) -> int | None:
 
 
 def _check_counts(document: dict[str, Any], counts: TensorCounts) -> None:
-    """The request's input and output counts, checked before its envelope is read (or anything converted)."""
+    """The request's input and output counts and its envelope's bounds (``bounds.py``), checked before its envelope
+    is read (or anything converted)."""
     inputs, outputs, parameters = document.get("inputs"), document.get("outputs"), document.get("parameters")
     counts.check(
         len(inputs) if isinstance(inputs, list) else 0,
         len(outputs) if isinstance(outputs, list) else 0,
         isinstance(parameters, dict) and CONTENT_TYPE in parameters,
     )
+    check_bounds(document)
 
 
 def _checked_envelope(document: dict[str, Any], counts: TensorCounts = DEFAULT_COUNTS) -> Envelope:
@@ -260,7 +263,7 @@ def decode_infer_request(
             if plan is not None and plan.size == len(binary):
                 return _cut(plan, binary, plan.id if leading is None else leading)
     # numeric data without Python floats
-    document = load_infer_json(header, counts=counts) or load_json_object(header)
+    document = load_infer_json(header, counts=counts, what="request body") or load_json_object(header)
     return decode_infer_document(document, binary, max_tensor_bytes, counts)
 
 

@@ -12,10 +12,12 @@ import numpy as np
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
+from handler.codecs.bounds import MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TENSOR_PARAMETERS
 from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.json_data import decode_json_data
 from handler.codecs.s3_references import PENDING, S3_URI, SHM_REGION, STORED
 from handler.protocol.checks import (
+    MAX_DIMS,
     check_has_inputs,
     check_one_data_form,
     check_tensor_header,
@@ -65,6 +67,7 @@ def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCoun
     """A ``ModelInferRequest`` -> InferCall (raw contents are zero-copy views); its inputs and outputs are
     counted against ``counts`` first."""
     counts.check(len(request.inputs), len(request.outputs), CONTENT_TYPE in request.parameters)
+    check_bounds(request)
     raw = list(request.raw_input_contents)
     check_has_inputs(len(request.inputs))
     check_unique_inputs([item.name for item in request.inputs])
@@ -91,6 +94,35 @@ def decode_infer_request(request: Any, max_tensor_bytes: int, counts: TensorCoun
     )
     parameters = {key: parameter_value(value) for key, value in request.parameters.items()}
     return InferCall(tuple(tensors), outputs, request.id or None, parameters)
+
+
+def _name(value: str, what: str) -> None:
+    if len(value) > MAX_NAME_CHARS:
+        raise InvalidInput(f"{what} is {len(value)} characters long; at most {MAX_NAME_CHARS} are accepted")
+
+
+def _parameters(parameters: Any, where: str, limit: int = MAX_TENSOR_PARAMETERS) -> None:
+    if len(parameters) > limit:
+        raise InvalidInput(f"{where} has {len(parameters)} parameters; at most {limit} are accepted")
+    for key in parameters:
+        _name(key, f"a parameter name of {where}")
+
+
+def check_bounds(request: Any) -> None:
+    """A ``ModelInferRequest`` within the bounds of a JSON request's envelope (handler/codecs/bounds.py), with its
+    messages, before any of it is converted: names, shapes' dimensions, parameters per map. Its inputs and outputs
+    are counted before (``TensorCounts``)."""
+    _name(request.id, "the request's id")
+    _parameters(request.parameters, "the request", MAX_PARAMETERS)
+    for kind, items in (("input", request.inputs), ("output", request.outputs)):
+        for index, item in enumerate(items):
+            _name(item.name, f"the name of {kind} {index}")
+            where = f"{kind} '{item.name}'"
+            if kind == "input":
+                _name(item.datatype, f"the datatype of {where}")
+                if len(item.shape) > MAX_DIMS:
+                    raise InvalidInput(f"{where} has {len(item.shape)} dimensions; at most {MAX_DIMS} are supported")
+            _parameters(item.parameters, where)
 
 
 def _is_reference(item: Any) -> bool:
