@@ -130,3 +130,11 @@ def test_a_grpc_deadline_past_a_day_is_a_day(server: OipServer) -> None:
     assert _grpc(server, 50_000, deadline=1e7).code() == grpc.StatusCode.UNAVAILABLE
     assert _grpc(server, 0, deadline=0.05).code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert _rest(server, 50_000).status_code == 503
+
+
+@pytest.mark.parametrize("priority", [-1, "high", 2**64])
+def test_priority_is_checked_without_dynamic_batching_too(server: OipServer, priority: Any) -> None:
+    body = {**BODY, "parameters": {"priority": priority}}
+    answer = httpx.post(f"{server.url}/v2/models/plain/infer", json=body, timeout=120)
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith("Unable to parse 'priority': expected an unsigned integer")
