@@ -1,0 +1,151 @@
+"""Refusals an operator can see: a real ``oip serve`` (one worker, REST and gRPC, a metrics port) refuses over a
+model's adaptive admission, a full queue (the batch being formed included, as Triton's qa/L0_http
+``test_descriptive_status_code``), a passed ``timeout`` and a passed deadline, fails a backend run and a client's
+bad request, and ``/metrics`` counts each by Triton's reason per model and version, with the pending gauge up while
+requests are in the server and back to 0 after.
+
+Requests are ordered by what the server reports (``nv_inference_pending_request_count``), never by sleeping; the
+gates' queueing target is 1 ms, so a request with two ahead of it is refused whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as triton_grpc
+from tritonclient.utils import InferenceServerException
+
+from tests import onnx_models, overload_models
+from tests.metrics_scrape import Scrape, scrape
+from tests.servers import OipServer, oip_serve
+
+FAILURE = "nv_inference_request_failure"
+PENDING = "nv_inference_pending_request_count"
+#: Triton's test model: a batch waits up to a second to form, and one request may wait.
+FORMED = "dynamic_batching { max_queue_delay_microseconds: 1000000 default_queue_policy { max_queue_size: 1 } }"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OipServer]:
+    root = tmp_path_factory.mktemp("reasons")
+    onnx_models.save(overload_models.slow(512, 200), root, "gated")  # no config: the adaptive admission's
+    onnx_models.save(overload_models.slow(16, 1), root, "formed", config=overload_models.config("formed", 8, FORMED))
+    onnx_models.save(onnx_models.fixed_reshape(), root, "broken")
+    onnx_models.save(onnx_models.identity("FP32", [-1]), root, "fast")
+    env = {"OIP_ADMISSION_TARGET_MS": "1"}
+    with oip_serve("--model-repository", str(root), env=env, grpc=True, workers=1, metrics=True) as served:
+        yield served
+
+
+def _metrics(server: OipServer) -> Scrape:
+    return scrape(f"http://127.0.0.1:{server.metrics_port}/metrics")
+
+
+def _failures(server: OipServer, model: str) -> dict[str, float]:
+    metrics = _metrics(server)
+    return {
+        r: metrics.value(FAILURE, model=model, version="1", reason=r)
+        for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+    }
+
+
+def _until_pending(server: OipServer, model: str, count: int) -> None:
+    """Return once the server reports ``count`` requests to ``model`` in progress (fail after a minute)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if _metrics(server).value(PENDING, model=model, version="1") == count:
+                return
+        except KeyError:  # no series before the model's first request
+            pass
+    pytest.fail(f"the server never reported {count} requests to {model} in progress")
+
+
+def _post(server: OipServer, model: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{server.url}/v2/models/{model}/infer", json=body, timeout=120)
+
+
+def _x(shape: tuple[int, ...] = (1, 1)) -> dict[str, Any]:
+    return {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(shape), "data": [1.0] * int(np.prod(shape))}]}
+
+
+def _added(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {reason: after[reason] - before[reason] for reason in after}
+
+
+def _in_background(pool: ThreadPoolExecutor, call: Callable[[], httpx.Response]) -> Future[httpx.Response]:
+    return pool.submit(call)
+
+
+def test_a_second_request_while_the_first_forms_its_batch_is_refused_and_counted_rejected(server: OipServer):
+    raw = np.array([2.5], np.float32).tobytes()
+    headers = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}
+    url = f"{server.url}/v2/models/formed/infer"
+    assert httpx.post(url, content=raw, headers=headers, timeout=60).status_code == 200  # the series exist
+    before = _failures(server, "formed")
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(httpx.post, url, content=raw, headers=headers, timeout=60)
+        _until_pending(server, "formed", 1)  # in the batch being formed, for a second
+        second = httpx.post(url, content=raw, headers=headers, timeout=60)
+        assert second.status_code == 503, second.text
+        assert second.json()["error"].endswith("Exceeds maximum queue size")
+        assert first.result().status_code == 200
+    assert _added(before, _failures(server, "formed")) == {"REJECTED": 1, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
+    assert _metrics(server).value(PENDING, model="formed", version="1") == 0
+
+
+def test_a_saturated_model_refuses_at_once_with_a_measured_retry_after_and_the_refusals_are_counted(server):
+    assert _post(server, "gated", _x()).status_code == 200  # its run time measured
+    before = _failures(server, "gated")
+    with ThreadPoolExecutor(2) as pool:
+        running = [_in_background(pool, lambda: _post(server, "gated", _x())) for _ in range(2)]
+        _until_pending(server, "gated", 2)  # one running, one a run behind it
+        refused = _post(server, "gated", _x())
+        assert refused.status_code == 503, refused.text
+        assert "OIP_ADMISSION_TARGET_MS" in refused.json()["error"] and int(refused.headers["retry-after"]) >= 1
+        assert server.grpc is not None
+        client = triton_grpc.InferenceServerClient(server.grpc)
+        item = triton_grpc.InferInput("x", [1, 1], "FP32")
+        item.set_data_from_numpy(np.ones((1, 1), np.float32))
+        with pytest.raises(InferenceServerException) as late:  # its deadline would pass before its answer
+            client.infer("gated", [item], client_timeout=0.05)
+        client.close()
+        assert late.value.status() == "StatusCode.DEADLINE_EXCEEDED"
+        # Meanwhile another model is not refused (its own gate), nor health.
+        fast = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1.0, 2.0]}]}
+        assert [_post(server, "fast", fast).status_code for _ in range(20)] == [200] * 20
+        assert httpx.get(f"{server.url}/v2/health/ready", timeout=10).status_code == 200
+        assert [future.result().status_code for future in running] == [200, 200]
+    assert _added(before, _failures(server, "gated")) == {"REJECTED": 1, "CANCELED": 1, "BACKEND": 0, "OTHER": 0}
+    assert _metrics(server).value(PENDING, model="gated", version="1") == 0
+
+
+def test_a_passed_timeout_is_rejected_a_failed_run_is_backend_and_a_bad_request_is_not_counted(server: OipServer):
+    assert _post(server, "gated", _x()).status_code == 200
+    broken = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1.0] * 4}]}
+    assert _post(server, "broken", broken).status_code == 200
+    before = {model: _failures(server, model) for model in ("gated", "broken")}
+    timed_out = _post(server, "gated", {**_x(), "parameters": {"timeout": 1}})
+    assert (timed_out.status_code, timed_out.json()["error"]) == (503, "Request timeout expired")
+    assert _post(server, "gated", _x((1, 2))).status_code == 400  # the model takes [-1, 1]
+    broken["inputs"][0].update(shape=[3], data=[1.0] * 3)
+    assert _post(server, "broken", broken).status_code == 500  # onnxruntime's reshape fails
+    after = {model: _failures(server, model) for model in ("gated", "broken")}
+    assert _added(before["gated"], after["gated"]) == {"REJECTED": 1, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
+    assert _added(before["broken"], after["broken"]) == {"REJECTED": 0, "CANCELED": 0, "BACKEND": 1, "OTHER": 0}
+
+
+def test_the_fixture_models_are_what_the_tests_say(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(onnx_models.fixed_reshape().SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"INPUT0": np.ones(4, np.float32)})[0].shape == (2, 2)
+    with pytest.raises(Exception):  # noqa: B017 (onnxruntime's own error type)
+        session.run(None, {"INPUT0": np.ones(3, np.float32)})
