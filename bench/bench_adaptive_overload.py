@@ -1,0 +1,210 @@
+"""Overload with no configuration: ``oip serve --workers 1`` with no ``--max-inflight`` and no queue policy, a slow
+model (no config.pbtxt, about 300 ms a run) and the demo ``iris``, open loop at 0.8x and 3x each model's capacity.
+
+    python -m bench.bench_adaptive_overload [--seconds 5] [--slow-k 30] [--max-rate 1500]
+
+For each model: unloaded p99 (one request at a time, 2 s), capacity (closed loop, 3 s, 8 clients, 2 for the slow
+model: answers 200 a second), then requests on a fixed schedule (open loop) at 0.8x and 3x that capacity for
+``--seconds``, each timed from when it was due, with a health probe and a metadata request every 50 ms and, while the slow model is at 3x,
+``iris`` requests at 20 a second: their statuses and p99. Counted: every status, the 503s' p50 / p99 and
+``Retry-After`` values, the accepted requests' p99 against the unloaded p99 plus the 100 ms target, and the
+server's resident memory (every process) before, at the end and after. The client shares the two cores with the
+server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import httpx
+import onnx
+
+from bench.bench_overload import _pct, rss_mb
+from bench.bench_throughput import free_ports
+from tests import overload_models
+
+ROOT = Path(__file__).resolve().parents[1]
+BODIES = {
+    "slow": {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]},
+    "iris": {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]},
+}
+TARGET_MS = 100
+
+
+@dataclass
+class Row:
+    model: str
+    factor: float
+    unloaded_p99: float = 0.0
+    capacity: float = 0.0
+    offered: float = 0.0
+    statuses: Counter[str] = field(default_factory=Counter)
+    retry_after: Counter[str] = field(default_factory=Counter)
+    refused_p50: float = float("nan")
+    refused_p99: float = float("nan")
+    accepted_p99: float = float("nan")
+    health_p99: float = float("nan")
+    metadata_p99: float = float("nan")
+    iris: str = ""
+    rss: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+async def _one(session: aiohttp.ClientSession, url: str, body: dict | None) -> tuple[str, float, str]:
+    started = time.perf_counter()
+    try:
+        request = session.post(url, json=body) if body is not None else session.get(url)
+        async with request as response:
+            await response.read()
+            return str(response.status), time.perf_counter() - started, response.headers.get("retry-after", "")
+    except aiohttp.ClientError as exc:
+        return f"error {type(exc).__name__}", time.perf_counter() - started, ""
+
+
+async def _probe(session: aiohttp.ClientSession, url: str, body: dict | None, every: float, until: float) -> list:
+    seen = []
+    while time.perf_counter() < until:
+        seen.append(await _one(session, url, body))
+        await asyncio.sleep(every)
+    return seen
+
+
+async def model_rows(base: str, model: str, seconds: float, max_rate: float, pid: int) -> list[Row]:
+    url, body = f"{base}/v2/models/{model}/infer", BODIES[model]
+    rows = []
+    connector = aiohttp.TCPConnector(limit=512)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        for _ in range(5):
+            await _one(session, url, body)
+        alone, until = [], time.perf_counter() + 2
+        while time.perf_counter() < until:
+            status, took, _ = await _one(session, url, body)
+            if status == "200":
+                alone.append(took)
+        unloaded = _pct(alone, 0.99) * 1000
+        answered, until = 0, time.perf_counter() + 3
+
+        async def client() -> None:
+            nonlocal answered
+            while time.perf_counter() < until:
+                answered += (await _one(session, url, body))[0] == "200"
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(8 if model == "iris" else 2)))
+        capacity = answered / (time.perf_counter() - started)
+        for factor in (0.8, 3.0):
+            row = Row(model, factor, unloaded, capacity, min(factor * capacity, max_rate))
+            rss_before = rss_mb(pid)
+            begin, results, tasks = time.perf_counter(), [], []
+            end = begin + seconds
+            probes = [
+                asyncio.ensure_future(_probe(session, f"{base}/v2/health/ready", None, 0.05, end)),
+                asyncio.ensure_future(_probe(session, f"{base}/v2/models/{model}", None, 0.05, end)),
+            ]
+            if model != "iris":
+                probes.append(asyncio.ensure_future(_probe(session, f"{base}/v2/models/iris/infer",
+                                                           BODIES["iris"], 0.05, end)))  # fmt: skip
+
+            async def due(at: float, results: list = results) -> None:
+                status, _, retry = await _one(session, url, body)
+                results.append((status, time.perf_counter() - at, retry))  # from when it was due
+
+            count = 0
+            while (at := begin + count / row.offered) < end:
+                if (delay := at - time.perf_counter()) > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.ensure_future(due(at)))
+                count += 1
+            row.rss = (rss_before, rss_mb(pid), 0.0)
+            await asyncio.gather(*tasks)
+            health, metadata, *others = await asyncio.gather(*probes)
+            row.statuses = Counter(status for status, _, _ in results)
+            row.retry_after = Counter(retry for status, _, retry in results if status == "503")
+            refused = [took for status, took, _ in results if status == "503"]
+            accepted = [took for status, took, _ in results if status == "200"]
+            row.refused_p50, row.refused_p99 = _pct(refused, 0.5) * 1000, _pct(refused, 0.99) * 1000
+            row.accepted_p99 = _pct(accepted, 0.99) * 1000
+            row.health_p99 = _pct([took for _, took, _ in health], 0.99) * 1000
+            row.metadata_p99 = _pct([took for _, took, _ in metadata], 0.99) * 1000
+            if others:
+                iris = others[0]
+                statuses = Counter(status for status, _, _ in iris)
+                row.iris = f"{dict(statuses)}, p99 {_pct([took for _, took, _ in iris], 0.99) * 1000:.1f} ms"
+            await asyncio.sleep(1.0)  # the queue drains before the next phase
+            row.rss = (row.rss[0], row.rss[1], rss_mb(pid))
+            rows.append(row)
+    return rows
+
+
+@contextlib.contextmanager
+def oip(repository: Path, workdir: Path) -> Iterator[tuple[str, int]]:
+    """``oip serve --workers 1`` with no overload configuration."""
+    (port,) = free_ports(1)
+    command = [sys.executable, "-m", "handler.cli", "serve", "--model-repository", str(repository)]
+    command += ["--port", str(port), "--workers", "1", "--no-access-log", "--log-level", "warning"]
+    with (workdir / "oip.log").open("ab") as log:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/v2/health/ready", timeout=1).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"oip serve did not start: {(workdir / 'oip.log').read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| model | load | capacity (/s) | offered (/s) | statuses | Retry-After | 503 p50 / p99 (ms) | 200 p99 (ms) | "
+        "bound: 2x unloaded p99 + 100 ms | health / metadata p99 (ms) | iris meanwhile | RSS before / end / after |",
+        "| --- | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for row in rows:
+        statuses = ", ".join(f"{status}: {count}" for status, count in sorted(row.statuses.items()))
+        retry = ", ".join(f"{value} s: {count}" for value, count in sorted(row.retry_after.items())) or "-"
+        lines.append(
+            f"| {row.model} | {row.factor:g}x | {row.capacity:.1f} | {row.offered:.1f} | {statuses} | {retry} | "
+            f"{row.refused_p50:.1f} / {row.refused_p99:.1f} | {row.accepted_p99:.1f} | "
+            f"{2 * row.unloaded_p99 + TARGET_MS:.1f} | {row.health_p99:.1f} / {row.metadata_p99:.1f} | "
+            f"{row.iris or '-'} | {' / '.join(f'{v:.0f}' for v in row.rss)} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--slow-k", type=int, default=30, help="MatMuls of the slow model (about 10 ms each here)")
+    parser.add_argument("--max-rate", type=float, default=1500.0)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        workdir = Path(scratch)
+        repository = workdir / "models"
+        (repository / "slow" / "1").mkdir(parents=True)
+        onnx.save(overload_models.slow(512, options.slow_k), str(repository / "slow" / "1" / "model.onnx"))
+        subprocess.run(["cp", "-r", str(ROOT / "models" / "iris"), str(repository / "iris")], check=True)
+        rows = []
+        with oip(repository, workdir) as (base, pid):
+            for model in ("slow", "iris"):
+                rows += asyncio.run(model_rows(base, model, options.seconds, options.max_rate, pid))
+        print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
