@@ -1,6 +1,8 @@
 """gRPC limits against ``oip serve --grpc-port`` on 127.0.0.1: OIP_MAX_BODY_BYTES bounds a message as it arrives and
 once decompressed (RESOURCE_EXHAUSTED, as gRPC's status table says, with the server's memory flat), a request naming
-more inputs than allowed is refused before any is decoded, and a failed request's buffers are freed at once."""
+more inputs than allowed is refused before any is decoded, and a failed request's buffers are freed at once. The
+server is started with a 6 MiB limit (``--max-body-bytes``; ``oip serve``'s default is 64 MiB), which the messages
+below are sized against."""
 
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ from tests.hardening.oip_process import OipServer, iris_answers, normal_requests
 from tests.servers import wait_for
 
 MiB = 1 << 20
+#: The largest message the server under test accepts, as it arrives and decompressed.
+LIMIT = 6 * MiB
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve(grpc=True) as served:
+    with oip_serve("--max-body-bytes", str(LIMIT), grpc=True) as served:
         yield served
 
 
@@ -53,7 +57,8 @@ def _refusal(
 
 def test_a_message_over_the_limit_is_resource_exhausted(server: OipServer) -> None:
     peak = server.peak_rss()
-    error, cpu = _refusal(server, _iris(bytes(7 * MiB), shape=(7 * MiB // 16, 4)))
+    size = LIMIT + MiB
+    error, cpu = _refusal(server, _iris(bytes(size), shape=(size // 16, 4)))
     assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "larger than max" in (error.details() or "")
     assert cpu < 1

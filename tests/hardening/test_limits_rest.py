@@ -1,8 +1,9 @@
 """REST limits against ``oip serve`` on 127.0.0.1: a request naming more inputs or outputs than allowed is refused
 before anything is converted (a fraction of a CPU second of the server's, gzipped or not, without holding other
 requests up), and a gzip body may hold several members but nothing after them, each member and their sum within
-OIP_MAX_BODY_BYTES. What the server spends is read as its CPU time, which neighbours on the machine do not inflate,
-never as wall-clock time."""
+OIP_MAX_BODY_BYTES. The server is started with a 6 MiB limit (``--max-body-bytes``; ``oip serve``'s default is
+64 MiB), which the bodies below are sized against. What the server spends is read as its CPU time, which neighbours
+on the machine do not inflate, never as wall-clock time."""
 
 from __future__ import annotations
 
@@ -19,14 +20,16 @@ from tests.hardening.oip_process import IRIS_REQUEST, OipServer, iris_answers, n
 from tests.servers import wait_for
 
 MiB = 1 << 20
-#: 80,000 copies of one input: a 5.9 MB body (under the 6 MiB limit), 20 KB gzipped.
+#: The largest body the server under test accepts, after decompression.
+LIMIT = 6 * MiB
+#: 80,000 copies of one input: a 5.9 MB body (under LIMIT), 20 KB gzipped.
 ENTRY = {"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}
 MANY_INPUTS = ('{"inputs":[' + ",".join([json.dumps(ENTRY, separators=(",", ":"))] * 80_000) + "]}").encode()
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve() as served:
+    with oip_serve("--max-body-bytes", str(LIMIT)) as served:
         yield served
 
 
@@ -38,7 +41,7 @@ def _post(server: OipServer, body: bytes, **headers: str) -> tuple[httpx.Respons
 
 
 def test_80000_inputs_are_refused_before_any_is_converted(server: OipServer) -> None:
-    assert len(MANY_INPUTS) < 6 * MiB
+    assert len(MANY_INPUTS) < LIMIT
     response, cpu = _post(server, MANY_INPUTS, **{"content-type": "application/json"})
     assert response.status_code == 400
     assert response.json() == {"error": "the request names 80000 inputs; model 'iris' has 1 input"}
@@ -69,6 +72,7 @@ def test_a_large_json_text_is_walked_off_the_event_loop(server: OipServer) -> No
     """6 MB of ``{}`` under a key the envelope ignores: no count bounds it, and walking it takes about a second of
     Python; two at once leave normal requests answered meanwhile (two seconds of waiting on the event loop)."""
     body = b'{"inputs":[' + json.dumps(ENTRY).encode() + b'],"extra":[' + b",".join([b"{}"] * 2_000_000) + b"]}"
+    assert len(body) < LIMIT
     with normal_requests(server.url) as answered, ThreadPoolExecutor(2) as pool:
         started = time.monotonic()
         answers = list(pool.map(lambda _: _post(server, body)[0].status_code, range(2)))
@@ -111,8 +115,12 @@ def test_gzip_members_each_and_together_within_the_limit(server: OipServer) -> N
     response, cpu = _post(server, valid + bomb, **{"content-encoding": "gzip"})
     assert response.status_code == 413 and "(decompressed)" in response.json()["error"]
     assert cpu < 1
-    response, _ = _post(server, gzip.compress(bytes(4 * MiB)) * 2, **{"content-encoding": "gzip"})
+    member = gzip.compress(bytes(LIMIT * 2 // 3))
+    response, _ = _post(server, member, **{"content-encoding": "gzip"})
+    assert response.status_code == 400, response.text  # one member is within the limit (and is no JSON)
+    response, _ = _post(server, member * 2, **{"content-encoding": "gzip"})
     assert response.status_code == 413  # each member is within the limit, their sum is not
+    assert "(decompressed)" in response.json()["error"]
     assert server.peak_rss() - peak < 64 * MiB  # never more than the limit decompressed
 
 
