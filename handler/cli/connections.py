@@ -20,6 +20,10 @@ OIP_KEEP_ALIVE_TIMEOUT), read once per process.
   the connection is closed (the app's ``receive`` sees the disconnect; its answer may already be on its way).
 - After an answer: uvicorn's keep-alive timeout closes an idle connection; bytes that begin no request (empty lines,
   which stop that timer) have ``keep_alive_timeout + header_timeout`` seconds.
+- Framing: a request with both ``Transfer-Encoding: chunked`` and a Content-Length is read by its chunks, as Triton
+  reads it (RFC 9112 6.3: Transfer-Encoding overrides Content-Length), where httptools alone answers 400; the
+  connection is closed after its answer (RFC 9112 6.1), so nothing after it on the connection is read by the other
+  framing.
 
 Deadlines are checked by one timer per event loop, four times per the shorter timeout (at most once a second), and
 read a clock that timer keeps: a request costs a few attribute writes, no timer and no clock reading (1 to 2 us of
@@ -119,6 +123,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.parser.set_dangerous_leniencies(lenient_chunked_length=True)  # framing: see the module's docstring
         self.limits = limits = process_limits()
         self._header_timeout, self._body_timeout = limits.header_timeout, limits.body_timeout
         self._max_header_bytes = limits.max_header_bytes
@@ -193,6 +198,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.deadline = self._sweeper.now + self._body_timeout
         self._answering += 1
         super().on_headers_complete()
+        names = {name for name, _ in self.headers}
+        if b"transfer-encoding" in names and b"content-length" in names and self.cycle is not None:
+            self.cycle.keep_alive = False  # framed by its chunks; closed after its answer (the module's docstring)
 
     def on_message_complete(self) -> None:
         if self._refused:

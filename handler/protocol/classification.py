@@ -23,6 +23,13 @@ CLASSIFICATION: Final = "classification"
 #: The largest N: Triton reads it as a 32-bit unsigned integer (2**32 + 1 asks it for 1 class, 2**40 for none).
 MAX_CLASS_COUNT: Final = 2**32 - 1
 
+#: The most elements a batch item of a classified output may have, as Triton's ``TopkClassifications`` allows;
+#: a larger one is refused before it is sorted.
+MAX_CLASSIFIED_ELEMENTS: Final = 1_000_000
+
+#: Triton's answer to a larger one (400, gRPC ``INVALID_ARGUMENT``), word for word.
+TOO_LARGE: Final = "classification output tensor too large"
+
 
 def class_count(requested: RequestedOutput) -> int:
     """The N an output asks for (0: not asked); InvalidInput unless a positive integer Triton can hold."""
@@ -54,11 +61,14 @@ def _top(row: np.ndarray, count: int, labels: Sequence[str] | None) -> list[byte
 
 
 def classify(tensor: Tensor, count: int, batched: bool, labels: Sequence[str] | None) -> Tensor:
-    """The top ``count`` classes of ``tensor`` per batch item, as Triton's BYTES tensor."""
+    """The top ``count`` classes of ``tensor`` per batch item, as Triton's BYTES tensor; InvalidInput, before any
+    sorting, for a batch item of more than ``MAX_CLASSIFIED_ELEMENTS``."""
     if tensor.data.dtype.kind not in "iuf":
         raise InvalidInput(f"output '{tensor.name}' is {tensor.datatype}: classification needs a numeric output")
     leading = tensor.shape[0] if batched and tensor.shape else 1
     rows = tensor.data.reshape(leading, tensor.data.size // max(leading, 1))
+    if rows.shape[1] > MAX_CLASSIFIED_ELEMENTS:
+        raise InvalidInput(TOO_LARGE)
     count = min(count, rows.shape[1])  # as Triton 2.51: N over the classes answers every class
     data = np.empty((rows.shape[0], count), dtype=object)
     for position, row in enumerate(rows):

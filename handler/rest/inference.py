@@ -100,10 +100,12 @@ class Inference:
 
     async def _read(self, headers: Mapping[str, str], read_body: BodyReader, held: Held) -> bytes:
         """The body, within the body limit and the request budget, held of the bytes in flight before it is read
-        (by its Content-Length; by the most it may be when it has none, then by what it was)."""
+        (by its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
+        Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its
+        size is what arrives."""
         settings = self.settings
         limit, budget = settings.max_body_bytes, settings.max_request_bytes
-        declared = headers.get("content-length")
+        declared = None if "transfer-encoding" in headers else headers.get("content-length")
         if declared is not None and declared.isdigit():
             size = int(declared)
             if size <= limit:  # a larger one is the body limit's 413, below

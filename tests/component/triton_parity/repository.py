@@ -7,6 +7,8 @@
 - ``image_classifier``: FP32 [-1, 3, 8, 8] -> ``probabilities`` FP32 [-1, 10], labels in ``labels.txt``.
 - ``reshaped``: config.pbtxt ``reshape``: the client sends [-1, 4], the model takes [-1, 2, 2] and transposes.
 - ``raw_string`` / ``raw_strings``: one BYTES input of dims [1] / [2], for raw binary requests.
+- ``onnx_zero_1_float32`` / ``identity_fp32``: FP32 [-1] -> the same, max_batch_size 8 / 64, as Triton's QA
+  repositories have them (``qa/L0_http``, ``qa/L0_parameters``).
 """
 
 from __future__ import annotations
@@ -126,4 +128,8 @@ def build(root: Path) -> Path:
     for name, dims in (("raw_string", 1), ("raw_strings", 2)):
         config = f'max_batch_size: 4\ninput [ {{ name: "INPUT0" data_type: TYPE_STRING dims: [ {dims} ] }} ]\n'
         onnx_models.save(onnx_models.identity("BYTES", ["batch", dims]), root, name, config=config)
+    for name, batch in (("onnx_zero_1_float32", 8), ("identity_fp32", 64)):
+        config = f'max_batch_size: {batch}\ninput [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]\n'
+        config += 'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+        onnx_models.save(onnx_models.identity("FP32", ["batch", "length"]), root, name, config=config)
     return root

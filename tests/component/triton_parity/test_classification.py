@@ -114,3 +114,30 @@ def test_bad_classification_is_invalid_on_both(
             model, grpc_inputs, outputs=[triton_grpc.InferRequestedOutput(output, class_count=count)]
         )
     assert info.value.status() == "StatusCode.INVALID_ARGUMENT" and info.value.message() == answer.json()["error"]
+
+
+@pytest.mark.parametrize("module", [triton_http, triton_grpc], ids=["rest", "grpc"])
+def test_a_classified_output_over_a_million_elements_is_tritons_400(server: Server, module: Any) -> None:
+    """Triton's ``qa/L0_parameters/class_count_test.py`` ``test_classification_output_tensor_too_large``: an
+    identity of [1, 1000001] FP32 asked for 5 classes; Triton's ``TopkClassifications`` refuses a batch item of more
+    than 1,000,000 elements with ``TRITONSERVER_ERROR_INVALID_ARG``."""
+    client = module.InferenceServerClient(server.http if module is triton_http else server.grpc)
+    inputs = [module.InferInput("INPUT0", [1, 1_000_001], "FP32")]
+    inputs[0].set_data_from_numpy(np.ones((1, 1_000_001), dtype=np.float32))
+    outputs = [module.InferRequestedOutput(name="OUTPUT0", class_count=5)]
+    with pytest.raises(InferenceServerException) as info:
+        client.infer(model_name="identity_fp32", inputs=inputs, outputs=outputs)
+    assert "classification output tensor too large" in str(info.value)
+    assert info.value.message() == "classification output tensor too large"
+    assert info.value.status() == ("400" if module is triton_http else "StatusCode.INVALID_ARGUMENT")
+
+
+def test_a_million_elements_per_batch_item_are_still_classified(server: Server) -> None:
+    """The limit is per batch item, as Triton's: two items of 1,000,000 each are classified."""
+    data = np.zeros((2, 1_000_000), dtype=np.float32)
+    data[0, 999_999], data[1, 7] = 2.0, 3.0
+    item = triton_grpc.InferInput("INPUT0", list(data.shape), "FP32")
+    item.set_data_from_numpy(data)
+    outputs = [triton_grpc.InferRequestedOutput("OUTPUT0", class_count=1)]
+    result = triton_grpc.InferenceServerClient(server.grpc).infer("identity_fp32", [item], outputs=outputs)
+    assert result.as_numpy("OUTPUT0").tolist() == [[b"2.000000:999999"], [b"3.000000:7"]]
