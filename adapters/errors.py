@@ -32,6 +32,9 @@ class V2Error(Exception):
 
     code: ErrorCode = ErrorCode.INTERNAL
     retryable: bool = False
+    #: Triton's failure reason for a server error of this kind (``nv_inference_request_failure``'s ``reason``):
+    #: ``REJECTED`` for a refusal before the model runs; None leaves it to the metrics (BACKEND for a 5xx).
+    failure_reason: str | None = None
 
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)

@@ -117,7 +117,8 @@ def add_connection_limits(serve: argparse.ArgumentParser) -> None:
         "--max-inflight",
         type=positive_int,
         help="inference requests per worker in progress at once beyond which new ones get 503 with Retry-After "
-        "(env OIP_MAX_INFLIGHT; default: 64 per core plus twice the largest dynamic batch)",
+        "(env OIP_MAX_INFLIGHT; default: 64 per core plus twice the largest dynamic batch, with each model admitted "
+        "by its measured run time; set, it is the one cap unless OIP_ADMISSION_TARGET_MS is set too)",
     )
     limits.add_argument(
         "--max-header-bytes",

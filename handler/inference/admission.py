@@ -51,7 +51,7 @@ class Overloaded(V2Error):
     code = ErrorCode.UNAVAILABLE
     retryable = True
     #: Triton's reason in ``nv_inference_request_failure`` (handler/observability/prometheus.py).
-    failure_reason: Final = "REJECTED"
+    failure_reason = "REJECTED"
 
 
 def largest_dynamic_batch(configs: list[Any]) -> int:

@@ -32,6 +32,7 @@ class BytesInFlight(V2Error):
 
     code = ErrorCode.UNAVAILABLE
     retryable = True
+    failure_reason = "REJECTED"
 
 
 def memory_limit() -> int | None:
@@ -82,7 +83,9 @@ class ByteBudget:
         """An empty hold on the budget, which ``Held.take`` fills and leaving its ``with`` block gives back."""
         return Held(self)
 
-    def _take(self, size: int, what: str, refuse: bool) -> None:
+    def take(self, size: int, what: str, refuse: bool) -> None:
+        """Count ``size`` more bytes in flight; with ``refuse``, BytesInFlight instead when others already hold
+        bytes and ``size`` would take the count over the limit."""
         with self._lock:
             if refuse and self.inflight and self.inflight + size > self.limit:
                 self.refused += 1
@@ -93,7 +96,8 @@ class ByteBudget:
                 )
             self.inflight += size
 
-    def _give_back(self, size: int) -> None:
+    def give_back(self, size: int) -> None:
+        """Count ``size`` bytes fewer in flight."""
         with self._lock:
             self.inflight -= size
 
@@ -110,13 +114,13 @@ class Held:
     def take(self, size: int, what: str) -> None:
         """Hold ``size`` more bytes, or refuse them (BytesInFlight) when other requests hold too many already."""
         if size > 0:
-            self.budget._take(size, what, refuse=True)
+            self.budget.take(size, what, refuse=True)
             self.size += size
 
     def count(self, size: int) -> None:
         """Hold ``size`` more bytes without refusing them (bytes already in memory, such as a decompressed body)."""
         if size > 0:
-            self.budget._take(size, "", refuse=False)
+            self.budget.take(size, "", refuse=False)
             self.size += size
 
     def settle(self, size: int) -> None:
@@ -125,13 +129,13 @@ class Held:
         if size > self.size:
             self.count(size - self.size)
         elif size < self.size:
-            self.budget._give_back(self.size - size)
+            self.budget.give_back(self.size - size)
             self.size = size
 
     def release(self) -> None:
         """Give every byte held back."""
         if self.size:
-            self.budget._give_back(self.size)
+            self.budget.give_back(self.size)
             self.size = 0
 
     def __enter__(self) -> Held:

@@ -47,8 +47,7 @@ def failure_reason(error: BaseException) -> str | None:
         return None
     if isinstance(error, RequestTimeout):
         return "REJECTED"
-    named = getattr(error, "failure_reason", None)
-    return named if named in FAILURE_REASONS else "BACKEND"
+    return error.failure_reason if error.failure_reason in FAILURE_REASONS else "BACKEND"
 
 
 class MeteredTelemetry(Telemetry):
