@@ -13,7 +13,7 @@ from adapters.errors import InvalidInput
 from handler.batch.config import BatchConfig
 from handler.batch.routing import batch_event_kind
 from handler.batch.s3 import handle_item_batch, handle_s3_event
-from handler.batch.sqs import handle_sqs_message
+from handler.batch.sqs import handle_sqs_message, require_destination
 from handler.protocol.settings import LambdaSettings
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
@@ -36,10 +36,12 @@ def event_kind(event: dict[str, Any]) -> str:
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Route by event shape (never to Mangum)."""
+    """Route by event shape (never to Mangum). SQS results need a destination (SettingsError before any message
+    is predicted); S3 and Step Functions results go beside their input, in its bucket."""
     config = BatchConfig.from_env()
     kind = event_kind(event)
     if kind == "sqs":
+        require_destination(config)
         return process_partial_response(
             event=event,
             record_handler=lambda record: handle_sqs_message(record, config),

@@ -4,7 +4,8 @@ Results go to ``OIP_RESULTS_S3_URI`` as ``<prefix>/<model>/<message id>.json`` a
 ``OIP_RESULTS_QUEUE_URL``. A failure raises, so Powertools' BatchProcessor reports the message
 (``ReportBatchItemFailures``): it is retried, then dead-lettered; its error is written to
 ``<prefix>/errors/<message id>.json`` and logged. Results are keyed by message id (a request without ``id``
-gets the message id), so redeliveries write the same objects, never duplicates.
+gets the message id), so redeliveries write the same objects, never duplicates. With neither destination set, the
+event is refused before any message is predicted (``require_destination``): a result is never thrown away.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
 from handler.batch.job import decode_line, encode_line
 from handler.inference.service import InferenceService
-from handler.protocol.settings import LambdaSettings
+from handler.protocol.settings import LambdaSettings, SettingsError
 from handler.runtime import container
 from handler.runtime.loop import run
 
@@ -31,6 +32,16 @@ logger = Logger(service=LambdaSettings.from_env().service_name)
 
 #: What a message without a model says when the function names no default either (OIP_BATCH_MODEL).
 NO_MODEL_NAMED: Final = "the message names no 'model_name'"
+
+
+def require_destination(config: BatchConfig) -> None:
+    """SettingsError naming ``OIP_RESULTS_S3_URI`` when SQS results would have nowhere to go."""
+    if not (config.results_s3_uri or config.results_queue_url):
+        raise SettingsError(
+            "OIP_RESULTS_S3_URI",
+            config.results_s3_uri,
+            "s3://bucket/prefix for the SQS results (or OIP_RESULTS_QUEUE_URL); with neither they would be lost",
+        )
 
 
 def _sqs_result_key(config: BatchConfig, model: str, message_id: str, errors: bool = False) -> tuple[str, str]:
