@@ -46,8 +46,10 @@ TOOLS: dict[str, Tool] = {
     # The tritonserver binary in the nvidia-pytriton wheel (pins numpy<2). Its Python-backend stub runs the test
     # models' model.py with this venv's site-packages first on PYTHONPATH, so numpy and onnxruntime are here too.
     "pytriton": Tool(("nvidia-pytriton==0.7.0", "onnxruntime==1.32.0")),
-    # checkov's CloudFormation checks.
+    # checkov's CloudFormation checks (and its Kubernetes checks over infra/kubernetes/).
     "checkov": Tool(("checkov==3.3.30",)),
+    # Kubernetes' own OpenAPI schemas, bundled for every release, to validate infra/kubernetes/'s manifests.
+    "kubernetes-validate": Tool(("kubernetes-validate==1.37.0",)),
     # The real Lambda Runtime Interface Client under the Lambda runtime's Python, with the boto3 that the runtime
     # provides (the package leaves botocore out).
     "awslambdaric": Tool(("awslambdaric==4.2.2", "boto3==1.44.5"), python="3.12"),
@@ -137,6 +139,30 @@ def site_packages(name: str) -> Path:
     return found[0]
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m scripts.tool_env [NAME ...]``: create the named tools' venvs (all when none is named) and print
+    where each is; an unknown name or a failed install is one line on stderr and exit status 2 or 1."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.tool_env",
+        description="Install tools whose pins conflict with the project's, each in a venv of its own under "
+        f"{TOOLS_DIR} (OIP_TOOLS_DIR), and print where. Run a tool from its venv's bin/, e.g. "
+        f"{TOOLS_DIR / 'sam' / 'bin' / 'sam'} --version.",
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"tools to install (default: all): {', '.join(TOOLS)}")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.names if name not in TOOLS]
+    if unknown:
+        parser.error(f"unknown tool {', '.join(map(repr, unknown))}; choose from {', '.join(TOOLS)}")
+    for tool_name in args.names or TOOLS:
+        try:
+            print(tool_name, venv(tool_name), flush=True)
+        except ToolError as exc:
+            print(f"tool_env: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 1
+    return 0
+
+
 if __name__ == "__main__":
-    for tool_name in sys.argv[1:] or TOOLS:
-        print(tool_name, venv(tool_name))
+    raise SystemExit(main())
