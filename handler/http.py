@@ -35,7 +35,7 @@ from handler.protocol.deadline import lambda_deadline  # noqa: E402
 from handler.protocol.settings import LambdaSettings, Settings  # noqa: E402
 from handler.protocol.status import status_of  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
-from handler.rest.serving import create_serving_app  # noqa: E402
+from handler.rest.starlette_app import create_serving_app  # noqa: E402
 from handler.runtime import container  # noqa: E402
 from handler.runtime.loop import event_loop, run  # noqa: E402
 from handler.runtime.memory import keep_freed_memory  # noqa: E402

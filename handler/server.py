@@ -23,11 +23,11 @@ from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
-from handler.observability.serving import serving_telemetry
+from handler.observability.worker_telemetry import worker_telemetry
 from handler.observability.telemetry import Telemetry
 from handler.protocol.platform import Platform
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
-from handler.rest.serving import create_serving_app
+from handler.rest.starlette_app import create_serving_app
 from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
 from handler.runtime.drain import on_drain
@@ -89,7 +89,7 @@ def build_app(
     """The V2 app for ``settings`` (from the environment when None), models already loaded."""
     settings = settings or Settings.from_env()
     dataplane = build_dataplane(settings)
-    telemetry = telemetry or serving_telemetry(settings, dataplane)
+    telemetry = telemetry or worker_telemetry(settings, dataplane)
     app = create_serving_app(dataplane, settings, telemetry, lifespan)
     app.state.telemetry = telemetry  # the gRPC server's too (_grpc_lifespan)
     return app

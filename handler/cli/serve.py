@@ -18,10 +18,10 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from handler.cli.errors import CliError
+from handler.cli.metrics_endpoint import MetricsEndpoint
 from handler.runtime.startup import STARTUP_FAILURE, StartupFailure, check_repository
 
 if TYPE_CHECKING:
@@ -133,14 +133,6 @@ def serve(args: argparse.Namespace) -> int:
         )
         import_without_collection(args.workers, config.http)
         return run(config, sock, metrics)
-
-
-@dataclass(frozen=True)
-class MetricsEndpoint:
-    """The Prometheus endpoint's listening socket, and the directory of the statistics counters it reads."""
-
-    sock: socket.socket
-    stats_dir: str
 
 
 def listen_metrics(host: str, port: int, stats_dir: str, others: tuple[int, int]) -> MetricsEndpoint:

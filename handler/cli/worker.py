@@ -33,10 +33,11 @@ from typing import Final
 
 import uvicorn
 
-from handler.cli.serve import STARTUP_FAILURE, MetricsEndpoint
+from handler.cli.metrics_endpoint import MetricsEndpoint
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
 from handler.runtime.parent import die_with_parent
+from handler.runtime.startup import STARTUP_FAILURE
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 #: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).

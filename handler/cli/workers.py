@@ -47,10 +47,11 @@ from typing import Final
 
 import uvicorn
 
+from handler.cli.metrics_endpoint import MetricsEndpoint
 from handler.cli.restarts import Restarts
-from handler.cli.serve import STARTUP_FAILURE, MetricsEndpoint
 from handler.cli.worker import SIGNALS, STOP_SIGNALS, export, forked, serve
 from handler.runtime.heartbeat import SERVED, beat_interval, read_beats
+from handler.runtime.startup import STARTUP_FAILURE
 
 #: How much longer than its graceful-shutdown timeout a draining worker may take before it is killed.
 KILL_MARGIN_SECONDS: Final = 10.0

@@ -12,7 +12,7 @@ from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 
 
-def serving_telemetry(settings: Settings, dataplane: DataPlane) -> Telemetry:
+def worker_telemetry(settings: Settings, dataplane: DataPlane) -> Telemetry:
     """The telemetry of a worker's transports (REST and gRPC alike)."""
     spans = None
     if settings.opentelemetry:

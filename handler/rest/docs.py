@@ -17,9 +17,10 @@ from typing import Any, Final
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
+from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from handler.rest.routes import route
+from handler.rest.routes import V2Route
 
 OPENAPI_URL: Final = "/openapi.json"
 SWAGGER_URL: Final = "/docs"
@@ -48,7 +49,7 @@ def _assets() -> str:
 
 
 class OpenApiDocument:
-    """The app's OpenAPI document, built from its routes the first time it is asked for."""
+    """The app's OpenAPI document, built by FastAPI from its routes the first time it is asked for."""
 
     def __init__(self, app: Starlette, info: ApiInfo) -> None:
         self.app = app
@@ -63,16 +64,13 @@ class OpenApiDocument:
         return self.document
 
 
-def add_docs_routes(app: Starlette, document: OpenApiDocument) -> None:
+def docs_routes(document: OpenApiDocument) -> list[BaseRoute]:
     """``/openapi.json``, ``/docs`` (with its OAuth2 redirect page), ``/redoc`` and their static files."""
-    app.mount(DOCS_ASSETS, StaticFiles(directory=_assets()), name="static-offline-docs")
     title = document.info.title
 
-    @route(app, "GET", OPENAPI_URL, tags=[], include_in_schema=False)
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(document())
 
-    @route(app, "GET", SWAGGER_URL, tags=[], include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         from fastapi.openapi.docs import get_swagger_ui_html
 
@@ -86,13 +84,11 @@ def add_docs_routes(app: Starlette, document: OpenApiDocument) -> None:
             swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
         )
 
-    @route(app, "GET", OAUTH2_REDIRECT_URL, tags=[], include_in_schema=False)
     async def swagger_ui_redirect(request: Request) -> HTMLResponse:
         from fastapi.openapi.docs import get_swagger_ui_oauth2_redirect_html
 
         return get_swagger_ui_oauth2_redirect_html()
 
-    @route(app, "GET", REDOC_URL, tags=[], include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
         from fastapi.openapi.docs import get_redoc_html
 
@@ -104,3 +100,16 @@ def add_docs_routes(app: Starlette, document: OpenApiDocument) -> None:
             with_google_fonts=False,
             redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
         )
+
+    return [
+        Mount(DOCS_ASSETS, StaticFiles(directory=_assets()), name="static-offline-docs"),
+        *(
+            V2Route(path, endpoint, "GET", tags=[], include_in_schema=False)
+            for path, endpoint in (
+                (OPENAPI_URL, openapi),
+                (SWAGGER_URL, swagger_ui),
+                (OAUTH2_REDIRECT_URL, swagger_ui_redirect),
+                (REDOC_URL, redoc),
+            )
+        ),
+    ]

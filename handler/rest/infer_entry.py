@@ -1,11 +1,10 @@
-"""``InferFastPath``: inference requests answered before FastAPI's routing and request objects.
+"""``InferEntry``: the app's ASGI entry, which answers inference requests before Starlette's middleware, routing
+and request objects.
 
-A pure ASGI middleware in front of the whole app (``rest/app.py``'s ``V2App`` calls it first):
-``POST /v2/models/{m}[/versions/{v}]/infer`` goes straight to ``Inference`` with the ASGI headers and body;
-every other request goes on to the app. Answers are the same bytes as the route's, errors included
-(``tests/component/test_infer_answers.py``): V2Error and unexpected errors are turned into ``{"error"}`` by the
-same functions as the app's handlers. Measured: the framework's share of a small binary request fell from
-about 50 to 10 us of CPU (bench/bench_request_cpu.py).
+``POST /v2/models/{m}[/versions/{v}]/infer`` goes straight to ``Inference`` with the ASGI headers and body; every
+other request goes on to the app (``rest/starlette_app.py``'s ``ServingApp`` and ``rest/app.py``'s ``V2App`` call
+it first). Answers are the same bytes as the route's, errors included: V2Error and unexpected errors are turned
+into ``{"error"}`` by the same functions as the app's handlers. docs/performance.md has what it saves.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from handler.rest.inference import Inference
 INFER_PATH: Final = re.compile(r"/v2/models/([^/]+)(?:/versions/([^/]+))?/infer")
 
 
-class InferFastPath:
+class InferEntry:
     """Answer inference requests directly; pass everything else to ``app``."""
 
     def __init__(self, app: ASGIApp, inference: Inference) -> None:

@@ -7,10 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from adapters.errors import InvalidInput
 from adapters.types import InferCall
@@ -30,6 +28,7 @@ from handler.rest.body import (
 )
 from handler.rest.forwarding import forward_as_is
 from handler.rest.responses import infer_response
+from handler.rest.routes import V2Route
 
 
 def _parse_header_length(value: str | None) -> int | None:
@@ -55,7 +54,7 @@ BodyReader = Callable[[str | None, int], Awaitable[bytes]]
 #: normal request meanwhile took 0.12 s, 1.06 s on the loop. Below it, the hand-over would cost more than it saves.
 DECODE_ON_LOOP_BYTES: Final = 256 * 1024
 
-#: The inference routes, with the path parameters they take.
+#: The inference routes' paths.
 INFER_PATHS: tuple[str, ...] = (
     "/v2/models/{model_name}/infer",
     "/v2/models/{model_name}/versions/{model_version}/infer",
@@ -172,12 +171,11 @@ class Inference:
         return decode_raw_request(body, metadata.inputs[0], self.service.max_tensor_bytes, metadata.max_batch_size)
 
 
-def add_inference_routes(app: Starlette, inference: Inference) -> None:
-    """``POST /v2/models/{m}[/versions/{v}]/infer`` as plain Starlette routes taking the ``Request`` alone.
+def inference_routes(inference: Inference) -> list[V2Route]:
+    """``POST /v2/models/{m}[/versions/{v}]/infer``.
 
-    ``InferFastPath`` (``rest/infer_middleware.py``) answers these requests before routing; the routes keep the
-    routing table's answers for other methods (405) and serve when the app runs without the fast path.
-    ``rest/openapi.py`` documents them.
+    ``InferEntry`` (``rest/infer_entry.py``) answers these requests before routing; the routes keep the routing
+    table's answers for other methods (405) and serve when the app runs without that entry.
     """
 
     async def infer(request: Request) -> Response:
@@ -188,5 +186,4 @@ def add_inference_routes(app: Starlette, inference: Inference) -> None:
 
         return await inference(params["model_name"], params.get("model_version"), request.headers, read_body)
 
-    for path in reversed(INFER_PATHS):
-        app.router.routes.insert(0, Route(path, infer, methods=["POST"], name="infer"))
+    return [V2Route(path, infer, "POST", tags=["inference"]) for path in INFER_PATHS]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import Response
 
 from adapters.types import ModelMetadata
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
-from handler.rest.routes import route
+from handler.rest.routes import V2Route
 
 
 def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
@@ -24,19 +24,25 @@ def metadata_document(metadata: ModelMetadata) -> dict[str, Any]:
     }
 
 
-def add_metadata_routes(app: Starlette, dataplane: DataPlane) -> None:
+def metadata_routes(dataplane: DataPlane) -> list[V2Route]:
     """``GET /v2``, ``/v2/models/{m}[/versions/{v}]`` and ``.../config``."""
 
-    @route(app, "GET", "/v2", tags=["metadata"])
-    async def server_metadata() -> Response:
+    async def server_metadata(request: Request) -> Response:
         return json_response(dataplane.server_metadata("rest"))
 
-    @route(app, "GET", "/v2/models/{model_name}", tags=["metadata"])
-    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}", tags=["metadata"])
-    async def model_metadata(model_name: str, model_version: str | None = None) -> Response:
-        return json_response(metadata_document(await dataplane.model_metadata(model_name, model_version)))
+    async def model_metadata(request: Request) -> Response:
+        name, version = request.path_params["model_name"], request.path_params.get("model_version")
+        return json_response(metadata_document(await dataplane.model_metadata(name, version)))
 
-    @route(app, "GET", "/v2/models/{model_name}/config", tags=["metadata"])
-    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}/config", tags=["metadata"])
-    async def model_config(model_name: str, model_version: str | None = None) -> Response:
-        return json_response(await dataplane.model_config(model_name, model_version))
+    async def model_config(request: Request) -> Response:
+        name, version = request.path_params["model_name"], request.path_params.get("model_version")
+        return json_response(await dataplane.model_config(name, version))
+
+    tags = ["metadata"]
+    return [
+        V2Route("/v2", server_metadata, "GET", tags=tags),
+        V2Route("/v2/models/{model_name}/versions/{model_version}", model_metadata, "GET", tags=tags),
+        V2Route("/v2/models/{model_name}", model_metadata, "GET", tags=tags),
+        V2Route("/v2/models/{model_name}/versions/{model_version}/config", model_config, "GET", tags=tags),
+        V2Route("/v2/models/{model_name}/config", model_config, "GET", tags=tags),
+    ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,13 +14,12 @@ from handler.protocol.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.rest.body import read_body
 from handler.rest.responses import json_response
-from handler.rest.routes import route
+from handler.rest.routes import V2Route
 
 
-def add_repository_routes(app: Starlette, dataplane: DataPlane, settings: Settings) -> None:
-    """``POST /v2/repository/index`` and ``/v2/repository/models/{m}/load|unload``."""
+def repository_routes(dataplane: DataPlane, settings: Settings) -> list[V2Route]:
+    """``POST /v2/repository/index``, ``/v2/repository/models/{m}/load|unload`` and the stateful extensions'."""
 
-    @route(app, "POST", "/v2/repository/index", tags=["repository"])
     async def repository_index(request: Request) -> Response:
         body = await read_body(request, settings.max_body_bytes)
         only_ready = bool(load_json_object(body).get("ready", False)) if body.strip() else False
@@ -31,12 +29,25 @@ def add_repository_routes(app: Starlette, dataplane: DataPlane, settings: Settin
         ]
         return json_response(rows)
 
-    @route(app, "POST", "/v2/repository/models/{model_name}/load", tags=["repository"])
-    @route(app, "POST", "/v2/repository/models/{model_name}/unload", tags=["repository"])
-    async def repository_control(model_name: str) -> Response:
-        raise not_honoured("model_repository")
-
-    _add_stateful_routes(app)
+    tags = ["repository"]
+    return [
+        V2Route("/v2/repository/index", repository_index, "POST", tags=tags),
+        V2Route(
+            "/v2/repository/models/{model_name}/unload",
+            _refusal("model_repository"),
+            "POST",
+            tags=tags,
+            name="repository_control",
+        ),
+        V2Route(
+            "/v2/repository/models/{model_name}/load",
+            _refusal("model_repository"),
+            "POST",
+            tags=tags,
+            name="repository_control",
+        ),
+        *_stateful_routes(),
+    ]
 
 
 #: Triton's HTTP routes of its other stateful extensions, by extension (``{region}``: a shared-memory region).
@@ -63,12 +74,14 @@ STATEFUL_ROUTES: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def _add_stateful_routes(app: Starlette) -> None:
+def _stateful_routes() -> list[V2Route]:
     """501 with what to do instead, rather than 404, for a client written for Triton; left out of the OpenAPI
     document (they serve nothing)."""
-    for extension, routes in STATEFUL_ROUTES.items():
-        for method, path in routes:
-            route(app, method, path, tags=["repository"], include_in_schema=False)(_refusal(extension))
+    return [
+        V2Route(path, _refusal(extension), method, tags=["repository"], name="refuse", include_in_schema=False)
+        for extension, routes in STATEFUL_ROUTES.items()
+        for method, path in routes
+    ]
 
 
 def _refusal(extension: str) -> Callable[[Request], Awaitable[Response]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
@@ -19,15 +20,16 @@ def json_response(document: Any, status: int = 200) -> Response:
 
 
 class InferAnswer(Response):
-    """A Starlette ``Response`` whose raw headers are given as they go on the wire: ``Response.__init__`` builds
-    them from a dict per call; here they come in the order it would put them (ours, then content-length, then
-    content-type), without its per-call lower-casing and encoding."""
+    """A Starlette ``Response`` whose raw headers are given as they go on the wire, in the order ``Response`` would
+    put them (ours, then content-length, then content-type): its constructor's ``init_headers`` takes them as they
+    are instead of building them from a dict."""
 
     def __init__(self, content: bytes, raw_headers: list[tuple[bytes, bytes]]) -> None:
-        self.status_code = 200
-        self.background = None
-        self.body = content
-        self.raw_headers = raw_headers
+        self.wire_headers = raw_headers
+        super().__init__(content, 200)
+
+    def init_headers(self, headers: Mapping[str, str] | None = None) -> None:
+        self.raw_headers = self.wire_headers
 
 
 _JSON_TYPE: Final = (b"content-type", JSON.encode())

@@ -1,96 +1,94 @@
-"""``route``: add a GET or POST route whose endpoint takes only strings (path or query) and the ``Request``.
+"""How a REST route is declared: ``V2Route``, a Starlette ``Route`` with its OpenAPI tags.
 
-FastAPI analyses an endpoint's signature when its route is added: a pydantic field per parameter and, to refuse
-pydantic.v1 models, an import of ``pydantic.v1``. For this app's routes, whose parameters are all plain strings,
-that costs about 70 ms of every cold start (40 ms of it the import) and buys nothing: a string cannot fail
-validation. So routes are plain Starlette routes that pass the endpoint its parameters as FastAPI would (path
-parameters by name, others from the query string or their default, ``request`` the request), and FastAPI's
-``APIRoute`` is built from the same declaration only when the OpenAPI document is (``rest/openapi.py``), so the
-document stays the same.
+An endpoint is a plain Starlette endpoint: it takes the ``Request`` and reads its path parameters from
+``request.path_params``, which Starlette's routing fills. The app ``oip serve`` and Lambda run and the FastAPI app
+``create_app`` gives carry the same ``V2Route`` objects; FastAPI sees them only when the OpenAPI document is built
+(``rest/openapi.py``), so building the app imports neither FastAPI nor pydantic.
 
-With OpenTelemetry on (``app.state.api_routes``) the routes are FastAPI's own: its per-endpoint spans need them.
+``route`` adds a route to an app for endpoints declared with their path parameters as arguments (the platform
+route families): each such argument must be a string from the route's path, or have a default.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-
-if TYPE_CHECKING:
-    from fastapi.routing import APIRoute
+from starlette.routing import Route
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 
+#: The annotations ``route`` accepts on an endpoint's path parameters: Starlette's routing gives strings.
+STRING_ANNOTATIONS: Final = frozenset({"str", "str | None", "Optional[str]", str})
 
-class PlainRoute(Route):
-    """A Starlette route for an endpoint declared as for FastAPI; ``api_route()`` is FastAPI's equivalent."""
+
+class V2Route(Route):
+    """A Starlette route for one method, with the tags of its OpenAPI operation. A GET route answers HEAD with 405,
+    as FastAPI's routes do (Starlette's own would answer it)."""
 
     def __init__(
-        self, path: str, endpoint: Callable[..., Awaitable[Response]], method: str, tags: list[str], *,
+        self,
+        path: str,
+        endpoint: Callable[[Request], Awaitable[Response]],
+        method: str,
+        *,
+        tags: list[str],
+        name: str | None = None,
         include_in_schema: bool = True,
-    ) -> None:  # fmt: skip
-        self.declared = endpoint
+    ) -> None:
+        super().__init__(path, endpoint, methods=[method], name=name, include_in_schema=include_in_schema)
+        self.methods = {method}
         self.tags = tags
-        name = endpoint.__name__
-        super().__init__(path, self._call, methods=[method], name=name, include_in_schema=include_in_schema)
-        self.methods = {method}  # as FastAPI's: no implicit HEAD next to GET (405)
-        self._path_names = set(self.param_convertors)
-        self._parameters = self._plan(inspect.signature(endpoint).parameters.values())
-
-    def _plan(self, parameters: Any) -> list[tuple[str, Any]]:
-        """(name, default) per parameter; a required one must be in the path (or be ``request``)."""
-        plan = []
-        for parameter in parameters:
-            named = parameter.name in self._path_names or parameter.name == "request"
-            if not named and parameter.default is inspect.Parameter.empty:
-                raise TypeError(f"{self.path}: parameter {parameter.name!r} is neither in the path nor optional")
-            plan.append((parameter.name, parameter.default))
-        return plan
-
-    async def _call(self, request: Request) -> Response:
-        path, query = request.path_params, request.query_params
-        arguments = {}
-        for name, default in self._parameters:
-            if name in path:
-                arguments[name] = path[name]
-            elif name == "request":
-                arguments[name] = request
-            else:
-                arguments[name] = query.get(name, default)
-        return await self.declared(**arguments)
-
-    def api_route(self) -> APIRoute:
-        from fastapi.routing import APIRoute  # only for the OpenAPI document (rest/openapi.py)
-
-        methods = self.methods or set()
-        return APIRoute(
-            self.path, self.declared, methods=methods, tags=list(self.tags), include_in_schema=self.include_in_schema
-        )
 
 
 def route(
     app: Starlette, method: str, path: str, *, tags: list[str], include_in_schema: bool = True
 ) -> Callable[[Endpoint], Endpoint]:
-    """Decorator: add ``path`` (``method`` "GET" or "POST") to ``app`` after its other routes, as ``@app.get`` does."""
+    """Decorator: add ``path`` (``method`` "GET" or "POST") to ``app`` after its other routes, for an endpoint that
+    takes its path parameters by name (and the ``Request`` as ``request``, if it names it). A parameter that is not
+    a string from the path is refused here, when the route is added, unless it has a default (then it keeps it)."""
 
     def add(endpoint: Endpoint) -> Endpoint:
-        if getattr(app.state, "api_routes", False):  # a FastAPI app (rest/app.py)
-            app.add_api_route(  # type: ignore[attr-defined]
-                path, endpoint, methods=[method], tags=list(tags), include_in_schema=include_in_schema
+        app.router.routes.append(
+            V2Route(
+                path,
+                _with_path_parameters(endpoint, path),
+                method,
+                tags=list(tags),
+                name=endpoint.__name__,
+                include_in_schema=include_in_schema,
             )
-        else:
-            app.router.routes.append(PlainRoute(path, endpoint, method, tags, include_in_schema=include_in_schema))
+        )
         return endpoint
 
     return add
 
 
-def documented(routes: Sequence[BaseRoute]) -> list[BaseRoute]:
-    """``routes`` with each ``PlainRoute`` replaced by its FastAPI route, for ``get_openapi``."""
-    return [r.api_route() if isinstance(r, PlainRoute) else r for r in routes]
+def _with_path_parameters(
+    endpoint: Callable[..., Awaitable[Response]], path: str
+) -> Callable[..., Awaitable[Response]]:
+    """A Starlette endpoint calling ``endpoint`` with the request's path parameters as keyword arguments."""
+    in_path = set(Route(path, endpoint).param_convertors)
+    parameters = inspect.signature(endpoint).parameters
+    if in_path - set(parameters):
+        raise TypeError(f"{path}: the endpoint takes no parameter {sorted(in_path - set(parameters))[0]!r}")
+    wants_request = False
+    for parameter in parameters.values():
+        if parameter.name == "request":
+            wants_request = True
+        elif parameter.annotation not in STRING_ANNOTATIONS:
+            raise TypeError(f"{path}: parameter {parameter.name!r} must be a string (path parameters are strings)")
+        elif parameter.name not in in_path and parameter.default is inspect.Parameter.empty:
+            raise TypeError(f"{path}: parameter {parameter.name!r} is neither in the path nor optional")
+
+    async def call(request: Request) -> Response:
+        if wants_request:
+            return await endpoint(request=request, **request.path_params)
+        return await endpoint(**request.path_params)
+
+    call.__doc__ = endpoint.__doc__
+    return call

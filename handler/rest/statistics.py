@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
 from handler.rest.responses import json_response
-from handler.rest.routes import route
+from handler.rest.routes import V2Route
 
 
-def add_statistics_routes(app: Starlette, dataplane: DataPlane) -> None:
-    """The three stats routes; add them before ``/v2/models/{m}`` so that ``stats`` is not read as a name."""
+def statistics_routes(dataplane: DataPlane) -> list[V2Route]:
+    """The three stats routes; they go before ``/v2/models/{m}`` so that ``stats`` is not read as a name."""
 
-    @route(app, "GET", "/v2/models/stats", tags=["statistics"])
-    @route(app, "GET", "/v2/models/{model_name}/stats", tags=["statistics"])
-    @route(app, "GET", "/v2/models/{model_name}/versions/{model_version}/stats", tags=["statistics"])
-    async def model_statistics(model_name: str = "", model_version: str = "") -> Response:
-        return json_response({"model_stats": await dataplane.model_statistics(model_name, model_version)})
+    async def model_statistics(request: Request) -> Response:
+        name, version = request.path_params.get("model_name", ""), request.path_params.get("model_version", "")
+        return json_response({"model_stats": await dataplane.model_statistics(name, version)})
+
+    tags = ["statistics"]
+    return [
+        V2Route("/v2/models/{model_name}/versions/{model_version}/stats", model_statistics, "GET", tags=tags),
+        V2Route("/v2/models/{model_name}/stats", model_statistics, "GET", tags=tags),
+        V2Route("/v2/models/stats", model_statistics, "GET", tags=tags),
+    ]

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from handler.grpc.server import build_server
-from handler.observability.serving import serving_telemetry
+from handler.observability.worker_telemetry import worker_telemetry
 from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
 from tests.servers import HeldPort
@@ -49,7 +49,7 @@ def address(spans: InMemorySpanExporter) -> Iterator[str]:
     thread.start()
 
     async def start() -> Any:
-        server = build_server(dataplane, settings, address, serving_telemetry(settings, dataplane))
+        server = build_server(dataplane, settings, address, worker_telemetry(settings, dataplane))
         await server.start()
         return server
 
