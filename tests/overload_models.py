@@ -66,3 +66,46 @@ def repository(root: Path, models: dict[str, str], size: int = 512, k: int = 600
         onnx.save(model, str(version / "model.onnx"))
         (root / name / "config.pbtxt").write_text(text)
     return root
+
+
+def forever(size: int = 64) -> onnx.ModelProto:
+    """A model whose run never ends by itself: ``y = x + 0 * sum(A)``, ``A`` multiplied by ``W`` in a ``Loop`` of
+    2**62 iterations. onnxruntime checks ``RunOptions.terminate`` between the iterations, so only a stopped run
+    ends; a test that uses it depends on no machine's speed. FP32 ``x`` of shape [-1, 1] (a batch)."""
+    matrix = [size, size]
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["a_in", "W"], ["a_out"]), helper.make_node("Identity", ["go_in"], ["go_out"])],
+        "step",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("go_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("a_in", TensorProto.FLOAT, matrix),
+        ],
+        [
+            helper.make_tensor_value_info("go_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("a_out", TensorProto.FLOAT, matrix),
+        ],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Mul", ["s", "C"], ["a0"]),
+        helper.make_node("Loop", ["trips", "go", "a0"], ["a"], body=body),
+        helper.make_node("ReduceSum", ["a"], ["t"], keepdims=0),
+        helper.make_node("Mul", ["t", "zero"], ["z"]),
+        helper.make_node("Add", ["x", "z"], ["y"]),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.full(matrix, 1e-3, np.float32), "C"),
+        numpy_helper.from_array(np.eye(size, dtype=np.float32), "W"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(2**62, np.int64), "trips"),
+        numpy_helper.from_array(np.array(True), "go"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "forever",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=OPSET, ir_version=8)

@@ -106,9 +106,12 @@ def test_the_default_bound_grows_with_cores_and_the_largest_dynamic_batch() -> N
     assert default_inflight(2, 64) == 128 + 128 and default_inflight(4, 0) == 256
 
 
-def _run_until(release: threading.Event, ran: list[int]):  # a model run that waits for the test's word
+def _run_until(release: threading.Event, ran: list[int], started: threading.Event):
+    """A model run that says it started, then waits for the test's word."""
+
     def run(wanted, feeds):  # type: ignore[no-untyped-def]
-        release.wait(30)
+        started.set()
+        release.wait()
         ran.append(len(next(iter(feeds.values()))))
         return [next(iter(feeds.values()))]
 
@@ -117,15 +120,15 @@ def _run_until(release: threading.Event, ran: list[int]):  # a model run that wa
 
 def test_the_batcher_refuses_over_max_queue_size_and_drops_requests_whose_deadline_passes() -> None:
     async def scenario() -> None:
-        release, ran = threading.Event(), []
+        release, ran, started = threading.Event(), [], threading.Event()
         policy = _policy("dynamic_batching { default_queue_policy { max_queue_size: 1 } }")
         policy = BatchingPolicy(1, default_queue=policy.default_queue)
-        batcher = Batcher(policy, _run_until(release, ran), lambda: False)
+        batcher = Batcher(policy, _run_until(release, ran, started), lambda: False)
         feeds = {"x": np.ones((1, 1), np.float32)}
         key = batch_key(feeds, ["y"])
         first = asyncio.ensure_future(batcher.submit(feeds, ["y"], key))
-        await asyncio.sleep(0.05)  # the first is running: the queue is empty
-        with deadlines.bound(deadlines.after(0.05, "the gRPC deadline")):
+        await asyncio.to_thread(started.wait)  # the first is running: the queue is empty
+        with deadlines.bound(deadlines.after(1.0, "the gRPC deadline")):  # passes while it waits: the run is held
             second = asyncio.ensure_future(batcher.submit(feeds, ["y"], key))
         await asyncio.sleep(0)
         with pytest.raises(QueueFull, match=r"^\[request id: r\] Exceeds maximum queue size$"):
