@@ -26,7 +26,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from tests.metrics_scrape import Scrape, dashboard_expressions, metric_names, scrape
-from tests.servers import HeldPort, OipServer, oip_serve, serve_command
+from tests.servers import HeldPort, OipServer, environment, launch, oip_serve, serve_command, wait_for
 
 VERTEX_PREDICT = "/vertex/predict"
 IRIS_ROW = [5.1, 3.5, 1.4, 0.2]
@@ -329,6 +329,26 @@ def test_the_metrics_port_is_tritons_8002_unless_told_otherwise() -> None:
     assert parser.parse_args(["serve"]).metrics_port is None  # unset: the variable, else 8002
     serve_help = subprocess.run(serve_command("--help"), capture_output=True, text=True, timeout=60, check=True)
     assert "default: 8002" in " ".join(serve_help.stdout.split())
+    # oip serve with nothing said, in a network namespace of its own (loopback only), so that it binds no port of
+    # this machine's: it listens on 8002 and says so.
+    in_namespace = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$0" "$@"']
+    command = in_namespace + serve_command("--port", "8000", "--workers", "1")
+    child = launch("oip serve in a network namespace", command, env=environment(drop=("OIP_METRICS",)))
+    try:
+        wait_for(lambda: 8002 in _namespace_listening(child.pid), "oip serve listening on 8002", detail=child.text)
+        banner = "metrics on http://127.0.0.1:8002/metrics"
+        wait_for(lambda: banner in child.text(), "the start-up log naming the metrics address", detail=child.text)
+    finally:
+        child.stop()
+
+
+def _namespace_listening(pid: int) -> set[int]:
+    """The TCP ports listened on in the network namespace of ``pid`` (its ``/proc/PID/net/tcp``)."""
+    try:
+        lines = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {int(line.split()[1].rsplit(":", 1)[1], 16) for line in lines if line.split()[3] == "0A"}
 
 
 def test_metrics_port_zero_serves_none() -> None:

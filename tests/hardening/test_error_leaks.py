@@ -30,10 +30,9 @@ from handler.rest.app import create_app
 from handler.server import build_app
 from tests import onnx_models
 from tests.buggy_backend import BuggyBackend
-from tests.conftest import free_port
 from tests.grpc_serve import Served, serve
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
-from tests.servers import unique_name
+from tests.servers import HeldPort, unique_name
 
 #: What an answer must never hold: onnxruntime's sources and C++ names, Python's class names and tracebacks.
 INTERNALS = re.compile(
@@ -184,7 +183,8 @@ def _logged(caplog: pytest.LogCaptureFixture, error_id: str) -> logging.LogRecor
 def test_an_unexpected_exception_in_a_grpc_handler_is_internal_with_an_error_id(
     buggy_repository: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    address = f"127.0.0.1:{free_port()}"
+    held = HeldPort()  # the gRPC server binds beside it
+    address = f"127.0.0.1:{held.port}"
 
     async def calls() -> tuple[grpc.aio.AioRpcError, grpc.aio.AioRpcError, Any]:
         server = build_server(DataPlane(ModelRepository(buggy_repository, BuggyBackend)), Settings(), address)
@@ -215,7 +215,7 @@ def test_an_unexpected_exception_in_a_grpc_handler_is_internal_with_an_error_id(
             await server.stop(None)
         return unary.value, other.value, streamed
 
-    with caplog.at_level(logging.ERROR):
+    with held, caplog.at_level(logging.ERROR):
         unary, other, streamed = asyncio.run(calls())
     for error in (unary, other):
         assert error.code() == grpc.StatusCode.INTERNAL

@@ -38,8 +38,9 @@ from handler.protocol.dataplane import DataPlane
 from handler.protocol.settings import Settings
 from handler.rest.app import create_app
 from tests import buggy_backend, onnx_models
-from tests.conftest import LiveServer, free_port
+from tests.conftest import LiveServer
 from tests.integration.triton_server import TritonServer, build_repository
+from tests.servers import HeldPort
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +76,8 @@ def serve(repository: Path, triton: TritonSettings | None = None) -> Iterator[Ou
 
 @contextmanager
 def serve_dataplane(dataplane: DataPlane) -> Iterator[Ours]:
-    address = f"127.0.0.1:{free_port()}"
+    held = HeldPort()  # the gRPC server binds beside it, for its whole life
+    address = f"127.0.0.1:{held.port}"
 
     @asynccontextmanager
     async def grpc_beside(app: FastAPI) -> AsyncIterator[None]:
@@ -91,11 +93,12 @@ def serve_dataplane(dataplane: DataPlane) -> Iterator[Ours]:
                 await dataplane.router.client.close()
 
     server = LiveServer(create_app(dataplane, lifespan=grpc_beside))
-    server.start()
     try:
+        server.start()
         yield Ours(f"http://{server.url}", address)
     finally:
         server.stop()
+        held.close()
 
 
 @dataclass(frozen=True)
@@ -174,10 +177,10 @@ def failing_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
     (repository / "fails" / "1").mkdir(parents=True)
     shutil.copy(FAILING_MODEL, repository / "fails" / "1" / "model.py")
     (repository / "fails" / "config.pbtxt").write_text(FAILING_CONFIG)
-    server = TritonServer(repository, workdir, free_port(), free_port())
+    server = TritonServer(repository, workdir)  # on ports held for it
     server.start()
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -281,8 +284,9 @@ def test_forwarded_inferences_leave_the_configured_headers_alone(forwarding: For
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_nothing_listening_is_503_and_not_ready(protocol: str, empty_repository: Path) -> None:
-    port = free_port()
-    with serve(empty_repository, _triton_settings(f"127.0.0.1:{port}", protocol, connect_timeout=1)) as ours:
+    nothing = HeldPort()  # bound, never listening, and given to no one else: connections are refused
+    port = nothing.port
+    with nothing, serve(empty_repository, _triton_settings(f"127.0.0.1:{port}", protocol, connect_timeout=1)) as ours:
         answers = infer_everywhere(ours, "fails", _code("INVALID_ARG"))
         status, error, code, details = metadata_everywhere(ours, "fails")
         ready = httpx.get(f"{ours.rest}/v2/health/ready", timeout=30)
