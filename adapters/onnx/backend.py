@@ -19,6 +19,8 @@ from adapters import deadline as deadlines
 from adapters.datatypes import from_config_type
 from adapters.errors import InternalError, InvalidInput, ModelNotReady, Unsupported, V2Error
 from adapters.onnx.messages import public_message
+from adapters.onnx.placement import Placement
+from adapters.onnx.placement import running_estimate as running_estimate  # where callers have found it
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
 from adapters.repository.model_config import model_config_pb2
 from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
@@ -58,7 +60,8 @@ class SessionSettings:
     Thread counts of 0 let onnxruntime choose (set both explicitly on arm64 Lambda).
     A model whose recent runs took less than ``inline_run_ms`` runs on the event loop's own
     thread: handing a 50 µs run to a worker thread costs several hundred µs. Slower models
-    run in a worker thread so the server keeps answering meanwhile. ``dynamic_batching`` off ignores
+    run in a worker thread so the server keeps answering meanwhile, and so does a model's next run after any
+    run of ``SLOW_RUN_MS`` or more (``adapters/onnx/placement.py``). ``dynamic_batching`` off ignores
     config.pbtxt's ``dynamic_batching`` (Lambda: one request per environment, nothing to merge).
     ``allow_spinning`` off (the default) parks onnxruntime's intra-op threads as soon as a run ends instead of
     letting them spin for the next one: on cores shared with the event loop and the clients, spinning burnt about
@@ -107,16 +110,6 @@ def run_error(exc: BaseException, model: str) -> V2Error | None:
         if isinstance(exc, foreign):
             return kind(f"model '{model}' {words}: {public_message(exc)}")
     return None
-
-
-def running_estimate(estimate_ms: float, elapsed_ms: float, inline_ms: float) -> float:
-    """The next estimate of a model's run time: an exponential average in which one run counts at most twice
-    the estimate plus the inline threshold, so a run stalled by a busy machine (the thread descheduled mid-run)
-    does not send a fast model to a worker thread for the next several requests, while a model that really got
-    slower moves there after a few runs."""
-    if estimate_ms == float("inf"):
-        return elapsed_ms
-    return 0.8 * estimate_ms + 0.2 * min(elapsed_ms, 2 * estimate_ms + inline_ms)
 
 
 def _dims(shape: list[Any]) -> tuple[int, ...]:
@@ -191,14 +184,14 @@ class OnnxBackend:
         self._lock = threading.Lock()
         self._reshape_in: dict[str, Reshape] = reshapes(config.input) if config is not None else {}
         self._reshape_out: dict[str, Reshape] = reshapes(config.output) if config is not None else {}
-        #: Moving average of run time (ms); starts high so an unmeasured model runs in a thread.
-        self._run_ms = float("inf")
+        #: The measured run time, which says whether the next run is made on the event loop.
+        self._placement = Placement(self.settings.inline_run_ms)
         self._batcher: Batcher | None = None
         if self.settings.dynamic_batching:  # the batcher's module is imported only by servers that batch
             from adapters.onnx.batcher import Batcher, BatchingPolicy
 
             policy = BatchingPolicy.from_config(config)
-            self._batcher = Batcher(policy, self._run, self._inline) if policy is not None else None
+            self._batcher = Batcher(policy, self._run, self._placement.inline) if policy is not None else None
 
     def load(self) -> None:
         """Create the session (idempotent); a failure leaves the model not ready, with its reason."""
@@ -328,13 +321,9 @@ class OnnxBackend:
             if watch is not None:
                 watch.done()
         # Wall time, not the process's CPU time: clock_gettime(CLOCK_PROCESS_CPUTIME_ID) sums every thread's
-        # (onnxruntime's pool too) and cost a third of a small Lambda invocation. running_estimate damps stalls.
-        elapsed_ns = time.perf_counter_ns() - run_started
-        self._run_ms = running_estimate(self._run_ms, elapsed_ns / 1e6, self.settings.inline_run_ms)
+        # (onnxruntime's pool too) and cost a third of a small Lambda invocation. Placement damps stalls.
+        self._placement.record((time.perf_counter_ns() - run_started) / 1e6)
         return arrays
-
-    def _inline(self) -> bool:  # an infinite threshold (Lambda) runs inline from the first call: no thread to start
-        return self._run_ms < self.settings.inline_run_ms or self.settings.inline_run_ms == float("inf")
 
     def _outputs(self, metadata: ModelMetadata, wanted: Sequence[str], arrays: Any) -> tuple[Tensor, ...]:
         types = self._output_types
@@ -391,6 +380,6 @@ class OnnxBackend:
         return await self._infer_now(call)
 
     async def _infer_now(self, call: InferCall) -> InferResult:
-        if self._inline():
+        if self._placement.inline():
             return self.infer_sync(call)
         return await anyio.to_thread.run_sync(self.infer_sync, call)
