@@ -18,7 +18,8 @@ from typing import Final, TypeVar
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 
@@ -43,6 +44,14 @@ class V2Route(Route):
         super().__init__(path, endpoint, methods=[method], name=name, include_in_schema=include_in_schema)
         self.methods = {method}
         self.tags = tags
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """Starlette's match, with the route in the child scope (``scope["route"]``) whichever router matched it, as
+        FastAPI's routes have it: the server span names the request by it (``observability/tracing.py``)."""
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self
+        return match, child
 
 
 def route(
