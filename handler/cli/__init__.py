@@ -139,7 +139,8 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     serve.add_argument("--model-repository", help=REPOSITORY_HELP)
     serve.add_argument(
         "--host",
-        help="env OIP_HOST (default 127.0.0.1); 0.0.0.0 on Vertex AI and SageMaker (handler/protocol/platform.py)",
+        help="env OIP_HOST (default 127.0.0.1); 0.0.0.0 on Vertex AI and SageMaker, whose containers are reached "
+        "from outside",
     )
     serve.add_argument(
         "--port",
@@ -174,8 +175,8 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     serve.add_argument(
         "--access-log",
         action=argparse.BooleanOptionalAction,
-        help="log a line per request (env OIP_ACCESS_LOG; default: False; off unless asked, as in Triton: the "
-        "line costs 10-30 %% of perf_analyzer's throughput)",
+        help="log a line per request (env OIP_ACCESS_LOG; default: False; off unless asked, as in Triton, since "
+        "a line per request costs throughput)",
     )
     serve.add_argument(
         "--workers",
