@@ -337,7 +337,7 @@ class Settings:
     access_log: bool = False
     #: [OIP_MALLOC_KEEP_MB] MiB of freed memory glibc keeps for the next request (handler/runtime/memory.py).
     malloc_keep_mb: int = 64
-    #: [OIP_OTEL] FastAPI's OpenTelemetry instrumentation; unset, on when an SDK exporter ([OTEL_*]) is.
+    #: [OIP_OTEL] OpenTelemetry server spans and step spans; unset, on when an SDK exporter ([OTEL_*]) is.
     opentelemetry: bool = False
     # Prometheus metrics of ``oip serve`` (handler/observability/prometheus.py, exporter.py).
     #: [OIP_METRICS_PORT] port of ``oip serve``'s Prometheus metrics endpoint (``/metrics``), Triton's 8002 by
