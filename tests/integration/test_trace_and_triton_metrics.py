@@ -25,7 +25,7 @@ from handler.protocol.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
 from tests.integration.triton_server import TritonServer, build_repository
 from tests.metrics_scrape import scrape
-from tests.servers import LOOPBACK, HeldPort, LiveServer, oip_serve
+from tests.servers import LOOPBACK, HeldPort, LiveServer, oip_serve, wait_for
 from tests.spans import in_memory_spans
 
 pytestmark = pytest.mark.integration
@@ -148,8 +148,16 @@ def test_metric_names_types_and_labels_are_tritons(triton: tuple[TritonServer, i
     (prometheus_client would suffix their samples ``_total``). The forwarded model is counted in both."""
     server, metrics_port = triton
     assert httpx.post(f"http://{server.http_url}/v2/models/iris/infer", json=IRIS, timeout=30).status_code == 200
-    time.sleep(0.5)  # Triton's gauges and counters are refreshed every --metrics-interval-ms
-    theirs = scrape(f"http://{LOOPBACK}:{metrics_port}/metrics")
+    # Triton's gauges and counters are refreshed every --metrics-interval-ms: until they count the request.
+    theirs = wait_for(
+        lambda: (
+            (found := scrape(f"http://{LOOPBACK}:{metrics_port}/metrics")).value(
+                "nv_inference_request_success", model="iris", version="1"
+            )
+            and found
+        ),
+        "Triton's metrics counting the request",
+    )
     env = {"OIP_TRITON_URL": server.http_url, "OIP_TRITON_MODELS": "remote_iris=iris"}
     with HeldPort() as ours_port, oip_serve("--metrics-port", str(ours_port.port), env=env, workers=2) as oip:
         for _ in range(2):
