@@ -75,8 +75,9 @@ boto3.client("s3").upload_file({str(source)!r}, "bench", "input/iris/rows.jsonl"
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
 from handler.runtime import container
-container.dataplane()
-manifest = process_object("bench", "input/iris/rows.jsonl", BatchConfig.from_env())
+from handler.batch.service import batch_service
+service = batch_service()
+manifest = process_object("bench", "input/iris/rows.jsonl", BatchConfig.from_env(), service)
 print(json.dumps(manifest))
 """
             result = subprocess.run(

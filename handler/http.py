@@ -29,10 +29,11 @@ from mangum import Mangum  # noqa: E402
 
 from adapters.deadline import bound  # noqa: E402
 from handler.batch.routing import batch_event_kind  # noqa: E402
+from handler.inference.service import InferenceService  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
-from handler.observability.telemetry import PowertoolsTelemetry  # noqa: E402
+from handler.observability.lambda_telemetry import lambda_telemetry  # noqa: E402
 from handler.protocol.deadline import lambda_deadline  # noqa: E402
-from handler.protocol.settings import LambdaSettings, Settings  # noqa: E402
+from handler.protocol.settings import LambdaSettings  # noqa: E402
 from handler.protocol.status import status_of  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
 from handler.rest.starlette_app import create_serving_app  # noqa: E402
@@ -43,7 +44,6 @@ from handler.runtime.startup import StartupFailure  # noqa: E402
 from handler.runtime.warmup import warm_up  # noqa: E402
 
 if TYPE_CHECKING:
-    from handler.observability.request_log import RequestLogSampler
     from handler.protocol.dataplane import DataPlane
 
 # Read first: a value a variable does not accept stops the init here (SettingsError, one line).
@@ -56,14 +56,6 @@ logger = Logger(service=lambda_settings.service_name)
 keep_freed_memory(settings.malloc_keep_mb)
 
 
-def _sampler(settings: Settings) -> RequestLogSampler | None:
-    if settings.request_log_sampling <= 0 or not settings.request_log_stream:
-        return None
-    from handler.observability.request_log import RequestLogSampler, firehose_sink
-
-    return RequestLogSampler(settings.request_log_sampling, firehose_sink(settings.request_log_stream))
-
-
 def _dataplane() -> DataPlane:
     """The container's data plane. What stops it (handler/runtime/startup.py) is logged as one structured line
     naming the cause and the variable to change, then raised again: Lambda reports the init as failed."""
@@ -74,9 +66,11 @@ def _dataplane() -> DataPlane:
         raise
 
 
-sampler = _sampler(settings)
-telemetry = PowertoolsTelemetry(sampler, tracing=lambda_settings.tracing)
-app = create_serving_app(_dataplane(), settings, telemetry)
+telemetry = lambda_telemetry(settings, lambda_settings.tracing)
+sampler = telemetry.sampler
+# The process's one inference service: the HTTP app's, and the batch events' this function routes (below).
+service = InferenceService(_dataplane(), settings, telemetry)
+app = create_serving_app(service.dataplane, settings, telemetry, service=service)
 mangum = Mangum(app, lifespan="off")
 max_body_bytes = settings.max_body_bytes
 deadline_margin_ms = settings.deadline_margin_ms
@@ -148,7 +142,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
     if shape is None and batch_event_kind(event) is not None:
         from handler import batch
 
-        return batch.lambda_handler(event, context)  # its own Powertools decorator sets the keys (clear_state)
+        return batch.lambda_handler(event, context, service)  # its own Powertools decorator sets the keys
     try:
         accepted = accept(event, shape, max_body_bytes)
     except MalformedEvent as error:

@@ -23,8 +23,9 @@ from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
-from handler.observability.worker_telemetry import worker_telemetry
+from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
+from handler.observability.worker_telemetry import worker_telemetry
 from handler.protocol.platform import Platform
 from handler.protocol.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.starlette_app import create_serving_app
@@ -90,7 +91,8 @@ def build_app(
     settings = settings or Settings.from_env()
     dataplane = build_dataplane(settings)
     telemetry = telemetry or worker_telemetry(settings, dataplane)
-    app = create_serving_app(dataplane, settings, telemetry, lifespan)
+    service = InferenceService(dataplane, settings, telemetry)  # the worker's one, REST's and gRPC's
+    app = create_serving_app(dataplane, settings, telemetry, lifespan, service)
     app.state.telemetry = telemetry  # the gRPC server's too (_grpc_lifespan)
     return app
 
@@ -153,7 +155,7 @@ def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server = build_server(app.state.dataplane, settings, address, app.state.telemetry)
+        server = build_server(app.state.dataplane, settings, address, app.state.telemetry, app.state.service)
         await server.start()
         stopping: list[asyncio.Task[None]] = []
         # The drain begins at the worker's SIGTERM (handler/runtime/drain.py): gRPC stops accepting then, and its

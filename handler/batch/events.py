@@ -13,7 +13,9 @@ from adapters.errors import InvalidInput
 from handler.batch.config import BatchConfig
 from handler.batch.routing import batch_event_kind
 from handler.batch.s3 import handle_item_batch, handle_s3_event
+from handler.batch.service import batch_service
 from handler.batch.sqs import handle_sqs_message, require_destination
+from handler.inference.service import InferenceService
 from handler.protocol.settings import LambdaSettings
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
@@ -35,19 +37,22 @@ def event_kind(event: dict[str, Any]) -> str:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: Any, service: InferenceService | None = None) -> dict[str, Any]:
     """Route by event shape (never to Mangum). SQS results need a destination (SettingsError before any message
-    is predicted); S3 and Step Functions results go beside their input, in its bucket."""
+    is predicted); S3 and Step Functions results go beside their input, in its bucket. Inference goes through
+    ``service``, the process's: the HTTP function's when it routes the event here, else the batch function's own
+    (``batch_service``)."""
+    service = service if service is not None else batch_service()
     config = BatchConfig.from_env()
     kind = event_kind(event)
     if kind == "sqs":
         require_destination(config)
         return process_partial_response(
             event=event,
-            record_handler=lambda record: handle_sqs_message(record, config),
+            record_handler=lambda record: handle_sqs_message(record, config, service),
             processor=processor,
             context=context,
         )
     if kind == "s3":
-        return handle_s3_event(event, config)
-    return handle_item_batch(event, config)
+        return handle_s3_event(event, config, service)
+    return handle_item_batch(event, config, service)

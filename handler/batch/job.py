@@ -20,7 +20,7 @@ from handler.codecs.json_numeric import load_infer_json
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
 from handler.inference.service import InferenceService
-from handler.protocol.limits import TensorCounts
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Write = Callable[[bytes], object]
@@ -132,21 +132,19 @@ def parse_line(
     return model, version, document
 
 
-async def decode_line(
-    service: InferenceService, raw: bytes, what: str, model: str | None, version: str | None, no_model: str = NO_MODEL
-) -> tuple[str, str | None, InferCall]:
-    """``parse_line``, then the request decoded as a REST request's JSON body is (within the service's counts for
-    its model and OIP_MAX_TENSOR_BYTES)."""
-    model, version, document = parse_line(service, raw, what, model, version, no_model)
-    counts = service.known_counts(model, version) or await service.counts(model, version)
-    return model, version, decode_infer_document(document, None, service.max_tensor_bytes, counts)
+async def decode_document(service: InferenceService, model: ResolvedModel, document: dict[str, Any]) -> InferCall:
+    """A request document (``parse_line``'s) decoded as a REST request's JSON body is, within the service's counts
+    for its model and OIP_MAX_TENSOR_BYTES."""
+    counts = service.known_counts(model) or await service.counts(model)
+    return decode_infer_document(document, None, service.max_tensor_bytes, counts)
 
 
 async def parse_rows(
     service: InferenceService, job: BatchJob, chunk: list[tuple[int, bytes]], summary: BatchSummary
 ) -> list[Row]:
-    """A chunk's lines as rows, each decoded as ``decode_line`` decodes it, or already answered with its error."""
-    counted: dict[tuple[str, str | None], TensorCounts] = {}
+    """A chunk's lines as rows, each parsed (``parse_line``) and decoded (``decode_document``) as an SQS message
+    is, or already answered with its error."""
+    resolved: dict[tuple[str, str | None], ResolvedModel] = {}
     rows = []
     for line_number, raw in chunk:
         row = Row(line_number, job.model, job.version)
@@ -161,10 +159,10 @@ async def parse_rows(
             continue
         try:
             model, version, document = parse_line(service, raw, f"line {line_number}", job.model, job.version)
-            counts = counted.get((model, version))
-            if counts is None:
-                counts = counted[model, version] = await service.counts(model, version)
-            call = decode_infer_document(document, None, service.max_tensor_bytes, counts)
+            target = resolved.get((model, version))
+            if target is None:
+                target = resolved[model, version] = service.dataplane.resolve(model, version)
+            call = await decode_document(service, target, document)
         except V2Error as exc:
             row.output = summary.error(line_number, exc.message)
             continue

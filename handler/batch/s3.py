@@ -22,7 +22,6 @@ from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
 from handler.inference.service import InferenceService
 from handler.protocol.settings import LambdaSettings
-from handler.runtime import container
 from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
@@ -50,7 +49,7 @@ def output_keys(key: str, config: BatchConfig) -> tuple[str, str]:
     return f"{base}.predictions.jsonl", f"{base}.manifest.json"
 
 
-def process_object(bucket: str, key: str, config: BatchConfig) -> dict[str, Any]:
+def process_object(bucket: str, key: str, config: BatchConfig, service: InferenceService) -> dict[str, Any]:
     """Predict one S3 object into predictions + manifest; returns the manifest. Idempotent per input ETag."""
     s3 = aws_client("s3")
     head = s3.head_object(Bucket=bucket, Key=key)
@@ -62,11 +61,11 @@ def process_object(bucket: str, key: str, config: BatchConfig) -> dict[str, Any]
             logger.info("already predicted; skipped", extra={"key": key})
             return previous | {"skipped": True}
     model, version = _model_for(key, head.get("Metadata", {}), config)
-    max_bytes = container.settings().max_body_bytes
+    max_bytes = service.settings.max_body_bytes
     job = BatchJob(model, version, config.chunk_size, id_prefix=f"{key}:", max_bytes=max_bytes)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     with tempfile.TemporaryFile() as output:
-        summary = _predict_stream(key, job, body, output.write)
+        summary = _predict_stream(service, key, job, body, output.write)
         output.seek(0)
         s3.upload_fileobj(output, bucket, predictions_key, ExtraArgs={"ContentType": "application/x-ndjson"})
     manifest = summary.manifest(
@@ -80,8 +79,7 @@ def process_object(bucket: str, key: str, config: BatchConfig) -> dict[str, Any]
     return manifest
 
 
-def _predict_stream(key: str, job: BatchJob, body: Any, write: Any) -> BatchSummary:
-    service = InferenceService(container.dataplane(), container.settings())
+def _predict_stream(service: InferenceService, key: str, job: BatchJob, body: Any, write: Any) -> BatchSummary:
     if key.endswith(".npy"):
         return run(predict_npy(service, job, body, write))
     if key.endswith((".jsonl", ".ndjson", ".json")):
@@ -97,7 +95,7 @@ def s3_objects(event: dict[str, Any]) -> list[tuple[str, str]]:
     return [(r["s3"]["bucket"]["name"], unquote_plus(r["s3"]["object"]["key"])) for r in event["Records"]]
 
 
-def handle_s3_event(event: dict[str, Any], config: BatchConfig) -> dict[str, Any]:
+def handle_s3_event(event: dict[str, Any], config: BatchConfig, service: InferenceService) -> dict[str, Any]:
     """Every object an ObjectCreated event names, except our own outputs (which would otherwise loop back
     when a notification covers the whole bucket)."""
     manifests = []
@@ -105,11 +103,11 @@ def handle_s3_event(event: dict[str, Any], config: BatchConfig) -> dict[str, Any
         if key.startswith(config.output_prefix):
             logger.warning("an output object is not predicted again", extra={"key": key})
             continue
-        manifests.append(process_object(bucket, key, config))
+        manifests.append(process_object(bucket, key, config, service))
     return {"files": len(manifests), "manifests": manifests}
 
 
-def handle_item_batch(event: dict[str, Any], config: BatchConfig) -> dict[str, Any]:
+def handle_item_batch(event: dict[str, Any], config: BatchConfig, service: InferenceService) -> dict[str, Any]:
     """A Step Functions Distributed Map item batch of S3 objects (ItemReader ``s3:listObjectsV2``)."""
     batch_input = event.get("BatchInput") or {}
     done, failed = [], []
@@ -117,7 +115,7 @@ def handle_item_batch(event: dict[str, Any], config: BatchConfig) -> dict[str, A
         bucket = item.get("Bucket") or batch_input.get("bucket")
         key = item["Key"]
         try:
-            manifest = process_object(bucket, key, config)
+            manifest = process_object(bucket, key, config, service)
             done.append({"key": key, "rows": manifest["rows_in"], "errors": manifest["errors"]})
         except Exception as exc:  # one object's failure must not hide the others' results
             logger.exception("item failed", extra={"key": key})

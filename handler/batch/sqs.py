@@ -19,13 +19,15 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from adapters.errors import V2Error
 from adapters.repository.s3 import parse_s3_uri
-from adapters.types import InferCall
+from adapters.types import InferCall, InferResult
 from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
-from handler.batch.job import decode_line, encode_line
+from handler.batch.job import decode_document, encode_line, parse_line
+from handler.inference.byte_budget import Held
+from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.settings import LambdaSettings, SettingsError
-from handler.runtime import container
 from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
@@ -65,25 +67,23 @@ def _send_to_queue(config: BatchConfig, message_id: str, request_id: str, body: 
     aws_client("sqs").send_message(**parameters)
 
 
-def handle_sqs_message(record: SQSRecord, config: BatchConfig) -> str:
+def handle_sqs_message(record: SQSRecord, config: BatchConfig, service: InferenceService) -> str:
     """Predict one message and write its result; raises (so the message is retried, then dead-lettered) on failure."""
     message_id = record.message_id
-    service = InferenceService(container.dataplane(), container.settings())
     try:
         raw = record.body.encode()
-        model, version, call = run(
-            decode_line(service, raw, f"message {message_id}", config.default_model, None, NO_MODEL_NAMED)
+        model, version, document = parse_line(
+            service, raw, f"message {message_id}", config.default_model, None, NO_MODEL_NAMED
         )
         if config.results_s3_uri and object_exists(*_sqs_result_key(config, model, message_id)):
             logger.info("result already written; redelivery skipped", extra={"message_id": message_id})
             return "duplicate"
-        if call.id is None:
-            call = replace(call, id=message_id)
-        body = run(_predict(service, model, version, call, len(raw)))
+        message = MessageExchange(document, message_id, len(raw))
+        body = run(service.answer(model, version, message))
     except V2Error as exc:
         _record_failure(config, message_id, exc.message)
         raise
-    request_id = call.id or message_id
+    request_id = message.request_id
     if config.results_s3_uri:
         bucket, key = _sqs_result_key(config, model, message_id)
         metadata = {"message-id": message_id, "request-id": request_id}
@@ -95,14 +95,29 @@ def handle_sqs_message(record: SQSRecord, config: BatchConfig) -> str:
     return "ok"
 
 
-async def _predict(service: InferenceService, model: str, version: str | None, call: InferCall, size: int) -> bytes:
-    """The result line of one decoded message (``size``: its body's bytes)."""
-    with service.observe(model, version) as observation:
-        observation.bytes_in = size
-        result = await service.infer(model, version, call, observation)
+class MessageExchange(Exchange[bytes]):
+    """One message's request (parsed, ``parse_line``): decoded as a REST request's JSON body is, its id the message
+    id when it has none, and answered with its result line."""
+
+    __slots__ = ("document", "message_id", "request_id", "size")
+
+    def __init__(self, document: dict[str, Any], message_id: str, size: int) -> None:
+        self.document, self.message_id, self.size = document, message_id, size
+        self.request_id = message_id
+
+    async def receive(self, model: ResolvedModel, held: Held) -> int:
+        return self.size
+
+    async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
+        call = await decode_document(service, model, self.document)
+        if call.id is None:
+            call = replace(call, id=self.message_id)
+        self.request_id = call.id or self.message_id
+        return call
+
+    def encode(self, result: InferResult, call: InferCall) -> Encoded[bytes]:
         line = encode_line(result, call)
-        observation.bytes_out = len(line)
-        return line
+        return Encoded(line, len(line))
 
 
 def _record_failure(config: BatchConfig, message_id: str, message: str) -> None:

@@ -18,11 +18,15 @@ from typing import Any, Final
 
 from adapters.deadline import bound
 from adapters.errors import V2Error
+from adapters.types import InferCall, InferResult
 from handler.grpc.codec import decode_infer_request, encode_infer_response
+from handler.inference.byte_budget import Held
+from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.deadline import grpc_deadline
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.protocol.status import GRPC_STATUS
@@ -32,6 +36,27 @@ logger = logging.getLogger(__name__)
 
 #: Requests of one ``ModelStreamInfer`` stream running at once; the stream reads no further until one is answered.
 STREAM_WINDOW: Final = 64
+
+
+class InferMessage(Exchange[Any]):
+    """One ``ModelInferRequest``: decoded from the message (within the service's counts and tensor limit) and
+    answered with a ``ModelInferResponse`` of ``messages`` (tritonclient's ``service_pb2``)."""
+
+    __slots__ = ("messages", "request")
+
+    def __init__(self, request: Any, messages: Any) -> None:
+        self.request, self.messages = request, messages
+
+    async def receive(self, model: ResolvedModel, held: Held) -> int:
+        return int(self.request.ByteSize())
+
+    async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
+        counts = service.known_counts(model) or await service.counts(model)
+        return decode_infer_request(self.request, service.max_tensor_bytes, counts)
+
+    def encode(self, result: InferResult, call: InferCall) -> Encoded[Any]:
+        response = encode_infer_response(result, self.messages)
+        return Encoded(response, response.ByteSize())
 
 
 def server_options(settings: Settings, max_send: int) -> list[tuple[str, int]]:
@@ -48,9 +73,16 @@ def server_options(settings: Settings, max_send: int) -> list[tuple[str, int]]:
     ]
 
 
-def build_server(dataplane: DataPlane, settings: Settings, address: str, telemetry: Telemetry | None = None) -> Any:
+def build_server(
+    dataplane: DataPlane,
+    settings: Settings,
+    address: str,
+    telemetry: Telemetry | None = None,
+    service: InferenceService | None = None,
+) -> Any:
     """A ``grpc.aio`` server bound to ``address`` (host:port) serving the V2 gRPC API; call ``start()``.
-    ``telemetry`` observes every inference request, as it does the REST app's."""
+    Inference goes through ``service``, the process's (the REST app's ``app.state.service``), built from the other
+    arguments when not given; ``telemetry`` observes every inference request, as it does the REST app's."""
     import grpc
     from google.protobuf import json_format
     from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, model_config_pb2, service_pb2, service_pb2_grpc
@@ -69,22 +101,14 @@ def build_server(dataplane: DataPlane, settings: Settings, address: str, telemet
             context.set_details(exc.message)
         return None
 
-    inference = InferenceService(dataplane, settings, telemetry)
+    inference = service if service is not None else InferenceService(dataplane, settings, telemetry)
 
     async def infer(request: Any, context: Any) -> Any:
         """A ``ModelInferRequest`` answered through the inference service, as a REST request is, within the call's
         deadline."""
-        name, version = request.model_name, request.model_version or None
-        with inference.observe(name, version) as observation, bound(grpc_deadline(context)):
-            observation.bytes_in = request.ByteSize()
-            with inference.span("decode"):
-                counts = inference.known_counts(name, version) or await inference.counts(name, version)
-                call = decode_infer_request(request, inference.max_tensor_bytes, counts)
-            result = await inference.infer(name, version, call, observation)
-            with inference.span("encode"):
-                response = encode_infer_response(result, service_pb2)
-            observation.bytes_out = response.ByteSize()
-            return response
+        with bound(grpc_deadline(context)):
+            exchange = InferMessage(request, service_pb2)
+            return await inference.answer(request.model_name, request.model_version or None, exchange)
 
     async def stream_answer(request: Any, context: Any) -> Any:
         if is_malformed(request):

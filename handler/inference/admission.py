@@ -231,21 +231,12 @@ def admission_target_ms(settings: Settings) -> int:
     return 0 if settings.max_inflight else DEFAULT_TARGET_MS
 
 
-#: The process's admissions by (limit, target, data plane): every transport's inference service in a worker (REST,
-#: gRPC) shares one. A gate holds its data plane, so the data plane's id is never reused while it is a key.
-_admissions: dict[tuple[int, int, int], Admission] = {}
-
-
 def admission(limit: int, target_ms: int = 0, dataplane: DataPlane | None = None, batching: bool = True) -> Admission:
-    """This process's admission for ``limit`` requests in flight and gates with ``target_ms`` (0: none) over
-    ``dataplane``'s models, shared by every inference service built with them."""
+    """An admission for ``limit`` requests in flight and gates with ``target_ms`` (0: none) over ``dataplane``'s
+    models: the inference service's, one per process, which every transport shares."""
     gated = dataplane is not None and target_ms > 0
-    key = (limit, target_ms, id(dataplane)) if gated else (limit, 0, 0)
-    found = _admissions.get(key)
-    if found is None:
-        gates = Gates(dataplane, target_ms / 1000, batching) if gated and dataplane is not None else None
-        found = _admissions[key] = Admission(limit, gates)
-    return found
+    gates = Gates(dataplane, target_ms / 1000, batching) if gated and dataplane is not None else None
+    return Admission(limit, gates)
 
 
 def _retry_after(drain_s: float) -> int:

@@ -70,7 +70,8 @@ def default_inflight_bytes(memory: int | None, workers: int) -> int:
 
 
 class ByteBudget:
-    """Counts the request bytes in flight in this process and refuses what would take them over ``limit``."""
+    """Counts the request bytes in flight in this process and refuses what would take them over ``limit`` (the
+    inference service's, one per process, which every transport shares)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -145,14 +146,3 @@ class Held:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.release()
-
-
-_budgets: dict[int, ByteBudget] = {}
-
-
-def byte_budget(limit: int) -> ByteBudget:
-    """This process's budget of ``limit`` bytes in flight, shared by every inference service built with it."""
-    found = _budgets.get(limit)
-    if found is None:
-        found = _budgets[limit] = ByteBudget(limit)
-    return found

@@ -1,42 +1,50 @@
-"""``InferenceService``: the one inference operation, whichever transport a request came by.
+"""``InferenceService``: the one inference operation, whichever transport a request came by; one per process.
 
-REST (V2, KServe V1 / TF Serving, Vertex AI, SageMaker), gRPC (unary and streaming) and batch (SQS, S3, Step
-Functions, ``oip batch``) each decode their wire format into an ``InferCall`` (within ``counts`` and
-``max_tensor_bytes``, which they take from here) and call ``infer`` (batch: ``infer_many``) inside ``observe``;
-requests passed through to Triton as they are call ``forward``. The service alone:
+It is built where the process is assembled (the Lambda init, each ``oip serve`` worker, ``oip batch``, the batch
+function's init) and handed to every transport. REST (V2, KServe V1 / TF Serving, Vertex AI, SageMaker), gRPC
+(unary and streaming) and SQS messages hand each request to ``answer`` as an ``Exchange`` (``exchange.py``: how the
+request is read, decoded and encoded; requests passed through to Triton as they are, too); file batches (S3, Step
+Functions, ``oip batch``) hand a chunk's decoded rows to ``infer_many``. Both go through the same per-call steps
+(``_admit``, ``_prepare``, ``_finish``). The service alone:
+
+- observes each request (``observability/telemetry.py``: metrics, spans, sampled payloads), with the status its
+  outcome maps to (a V2Error's own, 500 for anything else), its sizes and bodies as the exchange reports them, and
+  the ``decode``, ``run``, ``encode`` (``forward``) spans;
+- resolves the request's model once (``DataPlane.resolve``) and hands it to every step;
+- admits it (``admission.py``) if its deadline (adapters/deadline.py) has not passed, and holds its bytes to the
+  process's budget (``byte_budget.py``);
 
 - applies the content types (``codecs/content_types/bridge.py``): decoded on the way in, each output tagged (and
   converted where its content type says) on the way out;
 - holds every decoded tensor to ``OIP_MAX_TENSOR_BYTES``, content types' conversions included;
 - reads the inputs a request passes by reference in S3 and writes the outputs it asks to be written there (the
   ``s3_tensors`` extension, ``inference/s3_tensors.py``);
-- runs the call through the ``DataPlane``, which counts it in the statistics and classifies outputs that ask;
-- observes it (``observability/telemetry.py``: EMF metrics and X-Ray subsegments on Lambda, sampled payloads),
-  with the status its outcome maps to (a V2Error's own, 500 for anything else).
+- runs the call through the ``DataPlane``, which counts it in the statistics and classifies outputs that ask.
 
 Transports never reach the model router: what they need besides inference is the DataPlane's public methods.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from adapters import deadline as deadlines
 from adapters.errors import V2Error
 from adapters.types import InferCall, InferResult
-from handler.codecs.content_types.bridge import (
-    OutputPlan,
-    decode_content_types,
-    encode_content_types,
-    mentions_content_type,
-    model_defaults,
+from handler.codecs.content_types.bridge import OutputPlan, decode_content_types, encode_content_types, model_defaults
+from handler.inference.admission import (
+    Ticket,
+    admission,
+    admission_target_ms,
+    default_inflight,
+    largest_dynamic_batch,
 )
-from handler.inference.admission import admission, admission_target_ms, default_inflight, largest_dynamic_batch
-from handler.inference.byte_budget import Held, byte_budget, default_inflight_bytes, memory_limit
+from handler.inference.byte_budget import ByteBudget, Held, default_inflight_bytes, memory_limit
 from handler.inference.call_checks import check_before_reading
+from handler.inference.exchange import Decoded, Encoded, Exchange
 from handler.inference.s3_tensors import (
     Destinations,
     extension_off,
@@ -49,14 +57,17 @@ from handler.observability.telemetry import InferObservation, Telemetry
 from handler.protocol.cores import available_cores
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.limits import TensorCounts, check_allocation
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.settings import Settings
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded
 
+Answer = TypeVar("Answer")
+
 
 class InferenceService:
-    """Inference over a ``DataPlane`` within ``settings``' limits, observed by ``telemetry``."""
+    """Inference over a ``DataPlane`` within ``settings``' limits, observed by ``telemetry``: one per process."""
 
     def __init__(self, dataplane: DataPlane, settings: Settings, telemetry: Telemetry | None = None) -> None:
         self.dataplane = dataplane
@@ -66,27 +77,17 @@ class InferenceService:
         self.max_tensor_bytes = settings.max_tensor_bytes
         #: OIP_MAX_REQUEST_TENSORS alone: the counts of a request whose model is not known yet.
         self.cap_counts = TensorCounts.cap(settings.max_request_tensors)
-        #: ``observe(name, version)``: observe one inference request, from its first byte to its answer; recorded
-        #: with the status its outcome gives however the block ends (the telemetry's own method: one call less
-        #: on every request).
+        #: ``observe(name, version)``: the telemetry's observation of one request, from its first byte to its
+        #: answer, recorded with the status its outcome gives however the block ends.
         self.observe: Callable[[str, str | None], AbstractContextManager[InferObservation]] = self.telemetry.observe
-        #: ``span(step)``: a trace segment around one of a transport's steps (``decode``, ``encode``); the service's
-        #: own are ``run`` and, for a body passed through to Triton, ``forward``.
+        #: ``span(step)``: a trace segment around one step (``decode``, ``run``, ``encode``, ``forward``).
         self.span: Callable[[str], AbstractContextManager[Any]] = self.telemetry.span
-        #: ``passes_through(name)``: whether ``name`` is a Triton model whose request bodies may go to Triton as they
-        #: are (``forward``).
-        self.passes_through: Callable[[str], bool] = dataplane.passes_through
-        #: ``known_counts(name, version)``: ``counts`` when it is known without waiting; None when it is not.
-        self.known_counts: Callable[[str, str | None], TensorCounts | None] = functools.partial(
-            dataplane.known_counts, cap=settings.max_request_tensors
-        )
         #: The s3_tensors extension's reads and writes (OIP_S3_TENSOR_PREFIXES); None when it is off.
         self.s3_tensors = tensor_store(settings)
         #: OIP_MAX_INFLIGHT_BYTES: the request bytes this process holds at once (``byte_budget.py``).
-        self.bytes_in_flight = byte_budget(
+        self.bytes_in_flight = ByteBudget(
             settings.max_inflight_bytes or default_inflight_bytes(memory_limit(), settings.workers or 1)
         )
-
         #: OIP_MAX_INFLIGHT: the inference requests this process works on at once, and each model's adaptive gate
         #: (OIP_ADMISSION_TARGET_MS) (``admission.py``).
         self.admission = admission(
@@ -96,134 +97,178 @@ class InferenceService:
             settings.dynamic_batching,
         )
 
-    async def counts(self, name: str, version: str | None) -> TensorCounts:
+    def known_counts(self, model: ResolvedModel) -> TensorCounts | None:
+        """``counts`` when it is known without waiting; None when it is not."""
+        return self.dataplane.known_counts(model, self.settings.max_request_tensors)
+
+    async def counts(self, model: ResolvedModel) -> TensorCounts:
         """The most inputs and outputs a request to this model may name, checked before it is decoded."""
-        return await self.dataplane.tensor_counts(name, version, self.settings.max_request_tensors)
+        return await self.dataplane.tensor_counts(model, self.settings.max_request_tensors)
 
-    async def infer(
-        self, name: str, version: str | None, call: InferCall, observation: InferObservation
-    ) -> InferResult:
-        """Answer one decoded request (``observation``: its ``observe`` block's) if the process admits it and its
-        deadline has not passed (adapters/deadline.py); else its error, at once."""
-        deadline = deadlines.current()
-        if deadline is not None:
-            deadline.check()
-        ticket = self.admission.enter(name, deadline)
-        answered = False
-        try:
-            result = await self._infer(name, version, call, observation)
-            answered = True
-            return result
-        finally:
-            ticket.leave(answered)
+    async def metadata(self, model: ResolvedModel) -> Any:
+        """The model's metadata (``ModelMetadata``), for decoders that read the model's inputs."""
+        return await self.dataplane.model_metadata_of(model)
 
-    async def _infer(
-        self, name: str, version: str | None, call: InferCall, observation: InferObservation
-    ) -> InferResult:
-        if mentions_references(call):  # tensors by reference in S3: held of the bytes in flight while it runs
-            with self.bytes_in_flight.hold() as held:
-                call, destinations = await self._read_references(name, version, call, held)
-                result = await self._run(name, version, call, observation)
-                return await store_references(self.s3_tensors, result, destinations)
-        return await self._run(name, version, call, observation)
+    async def answer(self, name: str, version: str | None, exchange: Exchange[Answer]) -> Answer:
+        """Answer one request to model ``name`` (``version``: None for its default) as ``exchange`` reads, decodes
+        and encodes it; its V2Error otherwise. Observed from its first byte to its answer."""
+        with self.observe(name, version) as observation, self.bytes_in_flight.hold() as held:
+            model = self.dataplane.resolve(name, version)
+            observation.bytes_in = await exchange.receive(model, held)
+            if model.passes_through:
+                passing = exchange.pass_through(model)
+                if passing is not None:
+                    encoded = exchange.encode_forwarded(model, await self._forward(model, *passing, observation))
+                    return _answered(encoded, observation)
+            with self.span("decode"):
+                call = await exchange.decode(model, self)
+            ticket = self._admit(name)
+            answered = False
+            try:
+                prepared = await self._prepare(model, call, held)
+                with self.span("run"):
+                    ran = await self.dataplane.run(model, prepared.call)
+                result = await self._finish(prepared, ran, observation)
+                answered = True
+            finally:
+                ticket.leave(answered)
+            with self.span("encode"):
+                encoded = exchange.encode(result, call)
+            return _answered(encoded, observation)
 
-    async def _read_references(
-        self, name: str, version: str | None, call: InferCall, held: Held
-    ) -> tuple[InferCall, Destinations]:
-        """The call with its inputs read from S3, once it has been checked against the model (``call_checks.py``)
-        and its objects' sizes against the byte budgets: an unknown input, a wrong datatype or shape is refused
-        before any S3 request is made."""
-        if self.s3_tensors is None:
-            raise extension_off(call)
-        metadata = await self.dataplane.model_metadata(name, version)
-        defaults = model_defaults(self.dataplane, name, version)
-        check_before_reading(call, metadata, defaults, self.dataplane.serves_locally(name))
-        return await prepare_references(self.s3_tensors, call, held)
-
-    async def _run(self, name: str, version: str | None, call: InferCall, observation: InferObservation) -> InferResult:
-        """Content types applied, sizes checked, the call run through the data plane and its outputs tagged."""
-        call, plan = await decode_content_types(self.dataplane, name, version, call)
-        limit = self.max_tensor_bytes
-        for tensor in call.inputs:  # check_sizes, inline: this runs on every request
-            if tensor.data.nbytes > limit:
-                check_sizes(call, limit)
-        with self.telemetry.span("run"):
-            result = await self.dataplane.infer(name, version, call)
-        observation.version = result.model_version
-        return encode_content_types(result, plan)
+    async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
+        """Answer one decoded request with its result, as ``answer`` does."""
+        return await self.answer(name, version, Decoded(call))
 
     async def infer_many(
         self, name: str, version: str | None, calls: Sequence[InferCall]
     ) -> list[InferResult | V2Error]:
         """Answer several decoded requests to one model version, each as ``infer`` answers it alone (its result,
         or the V2Error it raised) and observed as a request of its own; those that can run as one execution do
-        (``DataPlane.infer_many``)."""
+        (``DataPlane.run_many``), admitted together as one request."""
+        model = self.dataplane.resolve(name, version)
+        observing = [self.observe(name, version) for _ in calls]
+        observations = [context.__enter__() for context in observing]
+        outcomes: list[InferResult | BaseException] = [_UNANSWERED] * len(calls)
         try:
-            plain = not model_defaults(self.dataplane, name, version)
-        except V2Error:  # an unknown model: each call says so below
-            plain = False
-        with self.bytes_in_flight.hold() as held:  # what the calls' S3 objects hold, until every call is answered
-            return await self._infer_many(name, version, calls, plain, held)
+            with self.bytes_in_flight.hold() as held:  # the calls' S3 objects, until every call is answered
+                await self._infer_many(model, calls, held, observations, outcomes)
+        except BaseException as exc:  # the group's own (admission, deadline, cancellation): each call's outcome
+            outcomes = [exc if outcome is _UNANSWERED else outcome for outcome in outcomes]
+            if not isinstance(exc, V2Error):
+                raise
+        finally:
+            for context, outcome in zip(observing, outcomes, strict=True):
+                failed = outcome if isinstance(outcome, BaseException) else None
+                context.__exit__(type(failed) if failed is not None else None, failed, None)
+        return outcomes  # type: ignore[return-value]  # results and V2Errors only, past the raise above
 
     async def _infer_many(
-        self, name: str, version: str | None, calls: Sequence[InferCall], plain: bool, held: Held
-    ) -> list[InferResult | V2Error]:
-        observations = [InferObservation(name, version) for _ in calls]
-        prepared: list[tuple[InferCall, OutputPlan | None] | V2Error] = []
-        destinations: dict[int, Destinations] = {}  # by call, for tensors by reference in S3
-        for index, call in enumerate(calls):
-            try:
-                if mentions_references(call):
-                    call, destinations[index] = await self._read_references(name, version, call, held)
-                if plain and not mentions_content_type(call):  # what decode_content_types would find
-                    decoded, plan = call, None
-                else:
-                    decoded, plan = await decode_content_types(self.dataplane, name, version, call)
-                check_sizes(decoded, self.max_tensor_bytes)
-                prepared.append((decoded, plan))
-            except V2Error as exc:
-                prepared.append(exc)
-        with self.telemetry.span("run"):
-            ran = [item[0] for item in prepared if not isinstance(item, V2Error)]
-            results = iter(await self.dataplane.infer_many(name, version, ran))
-        outcomes: list[InferResult | V2Error] = []
-        for index, (item, observation) in enumerate(zip(prepared, observations, strict=True)):
-            outcome = item if isinstance(item, V2Error) else _answer(next(results), item[1], observation)
-            if destinations.get(index) and not isinstance(outcome, V2Error):
-                try:
-                    outcome = await store_references(self.s3_tensors, outcome, destinations[index])
-                except V2Error as exc:
-                    outcome = exc
-            self.telemetry.finish(observation, outcome if isinstance(outcome, V2Error) else None)
-            outcomes.append(outcome)
-        return outcomes
-
-    async def forward(
-        self, name: str, version: str | None, body: bytes, headers: dict[str, str], observation: InferObservation
-    ) -> Forwarded:
-        """Pass a request body through to the Triton model ``name`` routes to, as it came (``passes_through``), if
-        admitted, as ``infer``."""
-        ticket = self.admission.enter(name, deadlines.current())
+        self,
+        model: ResolvedModel,
+        calls: Sequence[InferCall],
+        held: Held,
+        observations: list[InferObservation],
+        outcomes: list[InferResult | BaseException],
+    ) -> None:
+        ticket = self._admit(model.name)
+        answered = False
         try:
-            with self.telemetry.span("forward"):
-                forwarded = await self.dataplane.forward(name, version, body, headers)
+            prepared: list[Prepared | V2Error] = []
+            for call in calls:
+                try:
+                    prepared.append(await self._prepare(model, call, held))
+                except V2Error as exc:
+                    prepared.append(exc)
+            with self.span("run"):
+                ran = [item.call for item in prepared if not isinstance(item, V2Error)]
+                results = iter(await self.dataplane.run_many(model, ran))
+            for index, (item, observation) in enumerate(zip(prepared, observations, strict=True)):
+                if isinstance(item, V2Error):
+                    outcomes[index] = item
+                    continue
+                result = next(results)
+                try:
+                    if isinstance(result, V2Error):
+                        raise result
+                    outcomes[index] = await self._finish(item, result, observation)
+                except V2Error as exc:
+                    outcomes[index] = exc
+            answered = True
+        finally:
+            ticket.leave(answered)
+
+    def _admit(self, name: str) -> Ticket:
+        """The request's admission (``Ticket``), if its deadline has not passed and the process admits it; else
+        its error, at once."""
+        deadline = deadlines.current()
+        if deadline is not None:
+            deadline.check()
+        return self.admission.enter(name, deadline)
+
+    async def _prepare(self, model: ResolvedModel, call: InferCall, held: Held) -> Prepared:
+        """One call as its model takes it: its inputs by reference read from S3 (held of the budget), its content
+        types decoded, every tensor within OIP_MAX_TENSOR_BYTES."""
+        destinations: Destinations | None = None
+        if mentions_references(call):
+            call, destinations = await self._read_references(model, call, held)
+        call, plan = await decode_content_types(self.dataplane, model, call)
+        check_sizes(call, self.max_tensor_bytes)
+        return Prepared(call, plan, destinations)
+
+    async def _finish(self, prepared: Prepared, result: InferResult, observation: InferObservation) -> InferResult:
+        """One call's result as its request asked: outputs tagged with their content types, and written to S3
+        where it asked."""
+        observation.version = result.model_version
+        result = encode_content_types(result, prepared.plan)
+        if prepared.destinations:
+            result = await store_references(self.s3_tensors, result, prepared.destinations)
+        return result
+
+    async def _read_references(
+        self, model: ResolvedModel, call: InferCall, held: Held
+    ) -> tuple[InferCall, Destinations]:
+        """The call with its inputs read from S3, once it has been checked against the model (``call_checks.py``)
+        and its objects' sizes against the byte budgets: an unknown input, a wrong datatype or shape is refused
+        before any S3 request is made."""
+        if self.s3_tensors is None:
+            raise extension_off(call)
+        metadata = await self.dataplane.model_metadata_of(model)
+        check_before_reading(call, metadata, model_defaults(model), not model.remote)
+        return await prepare_references(self.s3_tensors, call, held)
+
+    async def _forward(
+        self, model: ResolvedModel, body: bytes, headers: dict[str, str], observation: InferObservation
+    ) -> Forwarded:
+        """Pass a request body through to the Triton model it routes to, as it came, if admitted."""
+        ticket = self.admission.enter(model.name, deadlines.current())
+        try:
+            with self.span("forward"):
+                forwarded = await self.dataplane.forward(model.name, model.version, body, headers)
         finally:
             ticket.leave()
         observation.version = forwarded.model_version
         return forwarded
 
 
-def _answer(
-    outcome: InferResult | V2Error, plan: OutputPlan | None, observation: InferObservation
-) -> InferResult | V2Error:
-    """One of ``infer_many``'s outcomes with its outputs' content types applied."""
-    if isinstance(outcome, V2Error):
-        return outcome
-    observation.version = outcome.model_version
-    try:
-        return encode_content_types(outcome, plan)
-    except V2Error as exc:
-        return exc
+@dataclass(slots=True)
+class Prepared:
+    """A call ready to run (``InferenceService._prepare``), and what its result needs on the way back."""
+
+    call: InferCall
+    plan: OutputPlan | None
+    destinations: Destinations | None
+
+
+#: An outcome of ``infer_many`` not reached yet.
+_UNANSWERED: Any = object()
+
+
+def _answered(encoded: Encoded[Answer], observation: InferObservation) -> Answer:
+    """The answer, its size and bodies recorded in the observation."""
+    observation.bytes_out = encoded.size
+    observation.request_body, observation.response_body = encoded.request_body, encoded.response_body
+    return encoded.answer
 
 
 def _default_inflight(dataplane: DataPlane, settings: Settings) -> int:

@@ -20,6 +20,7 @@ from handler.protocol.classification import class_count, classify
 from handler.protocol.limits import TensorCounts
 from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
 from handler.protocol.model_config import auto_config
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.statistics import Statistics
 from handler.protocol.versions import Deployment, VersionCatalog, VersionUsage
 
@@ -122,53 +123,65 @@ class DataPlane:
         repository lives, for ``deploymentUri``; ``deployment``: how it scales and logs requests)."""
         return VersionCatalog(self.router, self.usage, repository_uri, self.server_version, deployment)
 
-    def known_counts(self, name: str, version: str | None, cap: int) -> TensorCounts | None:
+    def resolve(self, name: str, version: str | None) -> ResolvedModel:
+        """The model a request names, looked up once for all of the request's steps (never raises: the lookup's
+        error is raised by the first step that needs the backend)."""
+        return ResolvedModel(self.router, name, version)
+
+    def known_counts(self, model: ResolvedModel, cap: int) -> TensorCounts | None:
         """``tensor_counts`` when it is known without waiting (every request after a model version's first);
         None when it is not."""
-        if self.router.route(name) is not None:
+        if model.remote or not model.known:
             return _capped(cap)
-        try:
-            backend = self.router.backend(name, version)
-        except V2Error:
-            return _capped(cap)
+        backend = model.backend
         kept = self._counts.get(id(backend))
         return kept[1] if kept is not None and kept[0] is backend and kept[1].mapped_inputs == cap else None
 
-    async def tensor_counts(self, name: str, version: str | None, cap: int) -> TensorCounts:
+    async def tensor_counts(self, model: ResolvedModel, cap: int) -> TensorCounts:
         """The most inputs and outputs a request to a model may name before it is decoded: a local model's own
         counts (``TensorCounts.of_model``), ``cap`` for inputs that a request-level content type (the request's,
         or the model's default) may map onto fewer of the model's. ``cap`` alone for a model served by Triton, or
         one that cannot answer now (the call reports why later, in the order it always has)."""
-        known = self.known_counts(name, version, cap)
+        known = self.known_counts(model, cap)
         if known is not None:
             return known
         try:
-            backend = self.router.backend(name, version)
+            backend = model.backend
             metadata = await backend.metadata()
-            mapped = REQUEST_CONTENT_TYPE in self.router.local_parameters(name, version)
+            mapped = REQUEST_CONTENT_TYPE in model.parameters
         except V2Error:
             return _capped(cap)
-        counts = TensorCounts.of_model(name, len(metadata.inputs), len(metadata.outputs), cap, mapped)
+        counts = TensorCounts.of_model(model.name, len(metadata.inputs), len(metadata.outputs), cap, mapped)
         if len(self._counts) >= MAX_KEPT_COUNTS:
             self._counts.clear()
         self._counts[id(backend)] = (backend, counts)
         return counts
 
+    async def model_metadata_of(self, model: ResolvedModel) -> ModelMetadata:
+        """``model_metadata`` of a resolved model."""
+        metadata = await model.backend.metadata()
+        if model.remote:
+            return metadata
+        return replace(metadata, name=model.name, versions=self.repository.entry(model.name).versions)
+
     async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
-        """Run one inference on the resolved backend, counted in the statistics, classified if asked."""
-        backend = self.router.backend(name, version)
+        """``run`` for a model named by ``name`` and ``version``."""
+        return await self.run(self.resolve(name, version), call)
+
+    async def run(self, model: ResolvedModel, call: InferCall) -> InferResult:
+        """Run one inference on the model's backend, counted in the statistics, classified if asked."""
+        backend = model.backend
+        name = model.name
         started = time.perf_counter_ns()
         try:
             result = await backend.infer(call)
         except V2Error:
-            self._count(name, backend.version or version or "", started, (None,), failed=True)
+            self._count(name, backend.version or model.version or "", started, (None,), failed=True)
             raise
         self._count(name, result.model_version, started, (result.execution,))
-        return await self._classify(name, call, result) if call.outputs else result
+        return await self._classify(model, call, result) if call.outputs else result
 
-    async def infer_many(
-        self, name: str, version: str | None, calls: Sequence[InferCall]
-    ) -> list[InferResult | V2Error]:
+    async def run_many(self, model: ResolvedModel, calls: Sequence[InferCall]) -> list[InferResult | V2Error]:
         """Several requests to one model version, each answered as ``infer`` answers it alone (its result, or the
         V2Error it raised) and counted as a request of its own; those that merge (``protocol/merging.py``) run
         as one execution and are split again. A merged execution that fails runs its requests one by one, so that
@@ -185,7 +198,7 @@ class DataPlane:
         cap = 0
         if any(len(group) > 1 for group in groups.values()):
             try:
-                cap = row_cap(await self.model_metadata(name, version))
+                cap = row_cap(await self.model_metadata_of(model))
             except V2Error as exc:
                 return [exc] * len(calls)
         for group in groups.values():
@@ -194,7 +207,7 @@ class DataPlane:
                 size = within_cap(group[start:], calls, cap) if cap else 1
                 part = group[start : start + size]
                 start += size
-                merged = await self._merged(name, version, [calls[i] for i in part]) if size > 1 else None
+                merged = await self._merged(model, [calls[i] for i in part]) if size > 1 else None
                 if merged is not None:
                     for index, result in zip(part, merged, strict=True):
                         outcomes[index] = result
@@ -202,14 +215,14 @@ class DataPlane:
                     alone += part
         for index in sorted(alone):
             try:
-                outcomes[index] = await self.infer(name, version, calls[index])
+                outcomes[index] = await self.run(model, calls[index])
             except V2Error as exc:
                 outcomes[index] = exc
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def _merged(self, name: str, version: str | None, calls: list[InferCall]) -> list[InferResult] | None:
+    async def _merged(self, model: ResolvedModel, calls: list[InferCall]) -> list[InferResult] | None:
         """``calls`` run as one execution and split again, each counted; None (nothing counted) when that fails."""
-        backend = self.router.backend(name, version)
+        backend = model.backend
         started = time.perf_counter_ns()
         try:
             result = await backend.infer(merged_call(calls))
@@ -218,9 +231,9 @@ class DataPlane:
         results = split_result(result, calls)
         if results is None:
             return None
-        self._count(name, result.model_version, started, [one.execution for one in results])
+        self._count(model.name, result.model_version, started, [one.execution for one in results])
         if calls[0].outputs:
-            results = [await self._classify(name, call, one) for call, one in zip(calls, results, strict=True)]
+            results = [await self._classify(model, call, one) for call, one in zip(calls, results, strict=True)]
         return results
 
     def passes_through(self, name: str) -> bool:
@@ -278,12 +291,15 @@ class DataPlane:
             keys += [(model, v) for v in entry.versions]
         return self.statistics.documents(keys)
 
-    async def _classify(self, name: str, call: InferCall, result: InferResult) -> InferResult:
+    async def _classify(self, model: ResolvedModel, call: InferCall, result: InferResult) -> InferResult:
         counts = {o.name: class_count(o) for o in call.outputs}
-        if not any(counts.values()) or self.router.route(name) is not None:
+        if not any(counts.values()) or model.remote:
             return result  # Triton classifies forwarded outputs itself
-        metadata = await self.router.backend(name, result.model_version).metadata()
-        entry = self.repository.entry(name)
+        backend = model.backend
+        if backend.version != result.model_version:
+            backend = self.router.backend(model.name, result.model_version)
+        metadata = await backend.metadata()
+        entry = self.repository.entry(model.name)
         batched = metadata.max_batch_size > 0
         outputs = tuple(
             classify(t, counts[t.name], batched, output_labels(entry.directory, entry.config, t.name))

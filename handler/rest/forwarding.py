@@ -12,15 +12,14 @@ too, which reads its keys and values as JSON does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
-
-from starlette.responses import Response
+from typing import TYPE_CHECKING, Final
 
 from handler.codecs.forwarded import is_json_object, rewrite_forwarded_response
-from handler.inference.service import InferenceService
-from handler.observability.telemetry import InferObservation
 from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
-from handler.rest.responses import JSON, infer_response
+from handler.rest.responses import JSON, InferAnswer, infer_response
+
+if TYPE_CHECKING:
+    from adapters.triton.passthrough import Forwarded
 
 #: Bytes in a request's JSON part that send it down the decoding path (conservatively: anywhere in it).
 #: A tensor by reference in S3 (``s3_uri``, or an ``s3://`` shared-memory region) is read here and sent on.
@@ -28,15 +27,9 @@ from handler.rest.responses import JSON, infer_response
 NEEDS_DECODING: Final = (b'"content_type"', b'"FP16"', b'"BF16"', b"null", b'"s3_uri"', b'"s3://', b"\\")
 
 
-async def forward_as_is(
-    service: InferenceService,
-    model_name: str,
-    model_version: str | None,
-    headers: Mapping[str, str],
-    body: bytes,
-    observation: InferObservation,
-) -> Response | None:
-    """Triton's answer to ``body`` for a pass-through model; None when the request needs the decoding path."""
+def as_is(headers: Mapping[str, str], body: bytes) -> tuple[bytes, dict[str, str]] | None:
+    """The body and headers to pass a request to a pass-through model with, as it came; None when the request
+    needs the decoding path."""
     if headers.get("content-encoding", "identity").strip().lower() != "identity":
         return None
     forward_headers = {"Content-Type": headers.get("content-type") or JSON}
@@ -49,7 +42,10 @@ async def forward_as_is(
         forward_headers["Inference-Header-Content-Length"] = declared
     if any(marker in json_part for marker in NEEDS_DECODING) or not is_json_object(json_part):
         return None  # the decoding path converts it, or answers its own 400 for it
-    forwarded = await service.forward(model_name, model_version, body, forward_headers, observation)
+    return body, forward_headers
+
+
+def forwarded_answer(forwarded: Forwarded, model_name: str, accept_encoding: str | None) -> tuple[InferAnswer, bytes]:
+    """Triton's answer to a request passed through, as this server answers (and the body it answers with)."""
     content, json_length = rewrite_forwarded_response(forwarded.body, forwarded.header_length, model_name)
-    observation.request_body, observation.response_body = body, content
-    return infer_response(content, json_length, headers.get("accept-encoding"), observation)
+    return infer_response(content, json_length, accept_encoding), content

@@ -5,20 +5,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from adapters.errors import InvalidInput
-from adapters.types import InferCall
+from adapters.types import InferCall, InferResult
 from handler.codecs.request import decode_infer_request, decode_raw_request
 from handler.codecs.response import encode_infer_response
 from handler.inference.byte_budget import Held
+from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.dataplane import DataPlane
 from handler.protocol.limits import over_request_budget
+from handler.protocol.resolved_model import ResolvedModel
 from handler.protocol.settings import Settings
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
@@ -26,9 +26,12 @@ from handler.rest.body import (
     decompress,
     read_stream,
 )
-from handler.rest.forwarding import forward_as_is
+from handler.rest.forwarding import as_is, forwarded_answer
 from handler.rest.responses import infer_response
 from handler.rest.routes import V2Route
+
+if TYPE_CHECKING:
+    from adapters.triton.passthrough import Forwarded
 
 
 def _parse_header_length(value: str | None) -> int | None:
@@ -62,15 +65,15 @@ INFER_PATHS: tuple[str, ...] = (
 
 
 class Inference:
-    """The inference endpoint's work, whichever way the request arrived (the fast path or the route): the body
-    read and decoded, the call made through the ``InferenceService``, the answer encoded."""
+    """The inference endpoint, whichever way the request arrived (the fast path or the route): each request is an
+    ``InferExchange`` answered by the process's ``InferenceService``."""
 
-    def __init__(self, dataplane: DataPlane, settings: Settings, telemetry: Telemetry) -> None:
-        self.service = InferenceService(dataplane, settings, telemetry)
-        self.settings = settings
+    def __init__(self, service: InferenceService) -> None:
+        self.service = service
+        self.settings = service.settings
         self._decoding: ThreadPoolExecutor | None = None
 
-    def _decoder(self) -> ThreadPoolExecutor:
+    def decoder(self) -> ThreadPoolExecutor:
         """The thread that decodes large JSON texts, started on first use (a process that never sees one has none)."""
         if self._decoding is None:
             self._decoding = ThreadPoolExecutor(1, thread_name_prefix="oip-decode")
@@ -80,95 +83,88 @@ class Inference:
         self, model_name: str, model_version: str | None, headers: Mapping[str, str], read_body: BodyReader
     ) -> Response:
         """Answer one request; V2Error for the error handlers (``rest/errors.py``) to turn into ``{"error"}``."""
-        with self.service.observe(model_name, model_version) as observation:
-            return await self._infer(model_name, model_version, headers, read_body, observation)
+        return await self.service.answer(model_name, model_version, InferExchange(self, headers, read_body))
 
-    async def _infer(
-        self,
-        model_name: str,
-        model_version: str | None,
-        headers: Mapping[str, str],
-        read_body: BodyReader,
-        observation: InferObservation,
-    ) -> Response:
+
+class InferExchange(Exchange[Response]):
+    """One V2 inference request over HTTP: its body read within the limits and budgets, decoded (JSON, binary
+    extension, raw binary) and answered (compressed as the client accepts), or passed through to Triton as it is."""
+
+    __slots__ = ("body", "headers", "inference", "read_body", "wire")
+
+    def __init__(self, inference: Inference, headers: Mapping[str, str], read_body: BodyReader) -> None:
+        self.inference, self.headers, self.read_body = inference, headers, read_body
+        self.wire = self.body = b""
+
+    async def receive(self, model: ResolvedModel, held: Held) -> int:
+        """The body as it came (``wire``) and decompressed (``body``); its size as it came."""
+        headers, settings = self.headers, self.inference.settings
         check_media_type(headers.get("content-type"))
-        with self.service.bytes_in_flight.hold() as held:  # the body's bytes, counted before they are read
-            body = await self._read(headers, read_body, held)
-            observation.bytes_in = len(body)
-            return await self._answer(model_name, model_version, headers, body, held, observation)
-
-    async def _read(self, headers: Mapping[str, str], read_body: BodyReader, held: Held) -> bytes:
-        """The body, within the body limit and the request budget, held of the bytes in flight before it is read
-        (by its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
-        Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its
-        size is what arrives."""
-        settings = self.settings
-        limit, budget = settings.max_body_bytes, settings.max_request_bytes
-        declared = None if "transfer-encoding" in headers else headers.get("content-length")
-        if declared is not None and declared.isdigit():
-            size = int(declared)
-            if size <= limit:  # a larger one is the body limit's 413, below
-                if size > budget:
-                    raise over_request_budget("request body", size, budget, "; nothing was read")
-                held.take(size, "a request body")
-        else:
-            held.take(min(limit, budget), "a request body of unknown length")
-        body = await read_body(declared, limit)
-        held.settle(len(body))
-        if len(body) > budget:
-            raise over_request_budget("request body", len(body), budget)
-        return body
-
-    async def _answer(
-        self,
-        model_name: str,
-        model_version: str | None,
-        headers: Mapping[str, str],
-        body: bytes,
-        held: Held,
-        observation: InferObservation,
-    ) -> Response:
-        settings, service = self.settings, self.service
-        if service.passes_through(model_name):  # Triton over HTTP: the same bytes, unless they need decoding
-            forwarded = await forward_as_is(service, model_name, model_version, headers, body, observation)
-            if forwarded is not None:
-                return forwarded
-        encoded = body
-        body = decompress(body, headers.get("content-encoding"), settings.max_body_bytes)
-        if body is not encoded:  # decompressed: its bytes are in memory beside the compressed ones
+        wire = self.wire = await _read(settings, headers, self.read_body, held)
+        body = self.body = decompress(wire, headers.get("content-encoding"), settings.max_body_bytes)
+        if body is not wire:  # decompressed: its bytes are in memory beside the compressed ones
             held.count(len(body))
             if len(body) > settings.max_request_bytes:
                 raise over_request_budget("decompressed request body", len(body), settings.max_request_bytes)
-        header_length = _parse_header_length(headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
-        call: InferCall
-        with service.span("decode"):
-            if header_length == 0:
-                call = await self._raw_call(body, model_name, model_version)
-            else:
-                counts = service.known_counts(model_name, model_version) or await service.counts(
-                    model_name, model_version
-                )
-                text = len(body) if header_length is None else header_length
-                if text < DECODE_ON_LOOP_BYTES:
-                    call = decode_infer_request(body, header_length, service.max_tensor_bytes, counts)
-                else:  # walking a large JSON text may take long: other requests go on meanwhile
-                    call = await asyncio.get_running_loop().run_in_executor(
-                        self._decoder(), decode_infer_request, body, header_length, service.max_tensor_bytes, counts
-                    )
-        result = await service.infer(model_name, model_version, call, observation)
-        with service.span("encode"):
-            content, json_length = encode_infer_response(result, call)
-        observation.request_body, observation.response_body = body, content
-        return infer_response(content, json_length, headers.get("accept-encoding"), observation)
+        return len(wire)
 
-    async def _raw_call(self, body: bytes, model_name: str, model_version: str | None) -> InferCall:
-        metadata = await self.service.dataplane.model_metadata(model_name, model_version)
-        if len(metadata.inputs) != 1:
-            raise InvalidInput(
-                "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
-                f"'{model_name}' has {len(metadata.inputs)}"
-            )
-        return decode_raw_request(body, metadata.inputs[0], self.service.max_tensor_bytes, metadata.max_batch_size)
+    def pass_through(self, model: ResolvedModel) -> tuple[bytes, dict[str, str]] | None:
+        return as_is(self.headers, self.wire)
+
+    def encode_forwarded(self, model: ResolvedModel, forwarded: Forwarded) -> Encoded[Response]:
+        response, content = forwarded_answer(forwarded, model.name, self.headers.get("accept-encoding"))
+        return Encoded(response, len(response.body), self.wire, content)
+
+    async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
+        body = self.body
+        header_length = _parse_header_length(self.headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
+        if header_length == 0:
+            return await _raw_call(service, model, body)
+        counts = service.known_counts(model) or await service.counts(model)
+        text = len(body) if header_length is None else header_length
+        if text < DECODE_ON_LOOP_BYTES:
+            return decode_infer_request(body, header_length, service.max_tensor_bytes, counts)
+        # walking a large JSON text may take long: other requests go on meanwhile
+        return await asyncio.get_running_loop().run_in_executor(
+            self.inference.decoder(), decode_infer_request, body, header_length, service.max_tensor_bytes, counts
+        )
+
+    def encode(self, result: InferResult, call: InferCall) -> Encoded[Response]:
+        content, json_length = encode_infer_response(result, call)
+        response = infer_response(content, json_length, self.headers.get("accept-encoding"))
+        return Encoded(response, len(response.body), self.body, content)
+
+
+async def _read(settings: Settings, headers: Mapping[str, str], read_body: BodyReader, held: Held) -> bytes:
+    """The body, within the body limit and the request budget, held of the bytes in flight before it is read (by
+    its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
+    Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its size
+    is what arrives."""
+    limit, budget = settings.max_body_bytes, settings.max_request_bytes
+    declared = None if "transfer-encoding" in headers else headers.get("content-length")
+    if declared is not None and declared.isdigit():
+        size = int(declared)
+        if size <= limit:  # a larger one is the body limit's 413, below
+            if size > budget:
+                raise over_request_budget("request body", size, budget, "; nothing was read")
+            held.take(size, "a request body")
+    else:
+        held.take(min(limit, budget), "a request body of unknown length")
+    body = await read_body(declared, limit)
+    held.settle(len(body))
+    if len(body) > budget:
+        raise over_request_budget("request body", len(body), budget)
+    return body
+
+
+async def _raw_call(service: InferenceService, model: ResolvedModel, body: bytes) -> InferCall:
+    metadata = await service.metadata(model)
+    if len(metadata.inputs) != 1:
+        raise InvalidInput(
+            "a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; "
+            f"'{model.name}' has {len(metadata.inputs)}"
+        )
+    return decode_raw_request(body, metadata.inputs[0], service.max_tensor_bytes, metadata.max_batch_size)
 
 
 def inference_routes(inference: Inference) -> list[V2Route]:

@@ -8,7 +8,6 @@ from typing import Any, Final
 import orjson
 from starlette.responses import Response
 
-from handler.observability.telemetry import InferObservation
 from handler.rest.body import compress, negotiate_encoding
 
 JSON: Final = "application/json"
@@ -36,9 +35,7 @@ _JSON_TYPE: Final = (b"content-type", JSON.encode())
 _BINARY_TYPE: Final = (b"content-type", b"application/octet-stream")
 
 
-def infer_response(
-    content: bytes, json_length: int | None, accept_encoding: str | None, observation: InferObservation
-) -> Response:
+def infer_response(content: bytes, json_length: int | None, accept_encoding: str | None) -> InferAnswer:
     """An inference answer: JSON, or binary-extension with its header length; compressed as the client accepts."""
     raw: list[tuple[bytes, bytes]] = []
     if json_length is not None:
@@ -47,6 +44,5 @@ def infer_response(
     if encoding is not None:
         content = compress(content, encoding)
         raw += [(b"content-encoding", encoding.encode()), (b"vary", b"Accept-Encoding")]
-    observation.bytes_out = len(content)
     raw += [(b"content-length", b"%d" % len(content)), _BINARY_TYPE if json_length is not None else _JSON_TYPE]
     return InferAnswer(content, raw)

@@ -18,16 +18,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
-from adapters.types import InferCall
+from adapters.types import InferCall, InferResult
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
-from handler.codecs.tfserving import ROW, decode_predict, encode_outputs, encode_predictions
+from handler.codecs.tfserving import decode_predict
+from handler.inference.byte_budget import Held
+from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.observability.telemetry import InferObservation
 from handler.protocol.platform import Platform, custom_attributes, target_model
+from handler.protocol.resolved_model import ResolvedModel
+from handler.protocol.settings import Settings
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
 from handler.rest.routes import route
+from handler.rest.v1 import predict_response
 
 SAGEMAKER_TRITON_BINARY: Final = "application/vnd.sagemaker-triton.binary+json"
 JSON_HEADER_SIZE: Final = "json-header-size"
@@ -67,40 +71,45 @@ def add_sagemaker_routes(app: Starlette, service: InferenceService, platform: Pl
     async def invocations(request: Request) -> Response:
         attributes = custom_attributes(request.headers.get(CUSTOM_ATTRIBUTES))
         name, version = target_model(dataplane.model_names(), platform.default_model, attributes)
-        with service.observe(name, version) as observation:
-            response = await _invoke(request, name, version, observation)
-            observation.bytes_out = len(response.body)
-            return response
+        return await service.answer(name, version, InvocationExchange(request, settings))
 
-    async def _invoke(request: Request, name: str, version: str | None, observation: InferObservation) -> Response:
-        dataplane.check_model(name, version)  # an unknown model or version is 404 before the body is read
-        header_size = json_header_size(request.headers.get("content-type"))
-        body = await read_body(request, settings.max_body_bytes)
-        observation.bytes_in = len(body)
-        body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
-        view = memoryview(body)
+
+class InvocationExchange(Exchange[Response]):
+    """One ``/invocations`` request: a V2 inference request (JSON, or Triton's SageMaker binary content type) or a
+    TF Serving body, answered in its own format."""
+
+    __slots__ = ("body", "header_size", "kind", "request", "settings")
+
+    def __init__(self, request: Request, settings: Settings) -> None:
+        self.request, self.settings = request, settings
+        self.body, self.header_size, self.kind = b"", None, ""
+
+    async def receive(self, model: ResolvedModel, held: Held) -> int:
+        model.backend  # noqa: B018 - an unknown model or version is 404 before the body is read
+        headers, limit = self.request.headers, self.settings.max_body_bytes
+        header_size = self.header_size = json_header_size(headers.get("content-type"))
+        wire = await read_body(self.request, limit)
+        body = self.body = decompress(wire, headers.get("content-encoding"), limit)
         if header_size is not None and header_size > len(body):
             raise InvalidInput(f"{JSON_HEADER_SIZE} {header_size} is larger than the body ({len(body)} bytes)")
-        call: InferCall
-        with service.span("decode"):
-            document = load_json_object(view[:header_size] if header_size is not None else view)
-            if header_size is None and ("instances" in document or isinstance(document.get("inputs"), dict)):
-                metadata = await dataplane.model_metadata(name, version)
-                call, kind = decode_predict(document, metadata.inputs, service.max_tensor_bytes)
-            else:
-                binary = view[header_size:] if header_size is not None else None
-                counts = await service.counts(name, version)
-                call, kind = decode_infer_document(document, binary, service.max_tensor_bytes, counts), ""
-        result = await service.infer(name, version, call, observation)
-        with service.span("encode"):
-            if kind:
-                rows = call.inputs[0].shape[0] if kind == ROW else 0
-                response = json_response(encode_predictions(result, rows) if kind == ROW else encode_outputs(result))
-            else:
-                content, json_length = encode_infer_response(result, call)
-                media_type = (
-                    JSON if json_length is None else f"{SAGEMAKER_TRITON_BINARY};{JSON_HEADER_SIZE}={json_length}"
-                )
-                response = Response(content, 200, media_type=media_type)
-        observation.request_body, observation.response_body = body, bytes(response.body)
-        return response
+        return len(wire)
+
+    async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
+        view, header_size = memoryview(self.body), self.header_size
+        document = load_json_object(view[:header_size] if header_size is not None else view)
+        if header_size is None and ("instances" in document or isinstance(document.get("inputs"), dict)):
+            metadata = await service.metadata(model)
+            call, self.kind = decode_predict(document, metadata.inputs, service.max_tensor_bytes)
+            return call
+        binary = view[header_size:] if header_size is not None else None
+        counts = await service.counts(model)
+        return decode_infer_document(document, binary, service.max_tensor_bytes, counts)
+
+    def encode(self, result: InferResult, call: InferCall) -> Encoded[Response]:
+        if self.kind:
+            response = predict_response(result, call, self.kind)
+        else:
+            content, json_length = encode_infer_response(result, call)
+            media_type = JSON if json_length is None else f"{SAGEMAKER_TRITON_BINARY};{JSON_HEADER_SIZE}={json_length}"
+            response = Response(content, 200, media_type=media_type)
+        return Encoded(response, len(response.body), self.body, bytes(response.body))

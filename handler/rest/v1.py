@@ -15,10 +15,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from adapters.errors import ModelNotReady
+from adapters.types import InferCall, InferResult
 from handler.codecs.request import load_json_object
 from handler.codecs.tfserving import ROW, decode_predict, encode_outputs, encode_predictions
+from handler.inference.byte_budget import Held
+from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.protocol.dataplane import DataPlane
+from handler.protocol.resolved_model import ResolvedModel
+from handler.protocol.settings import Settings
 from handler.protocol.versions import VersionCatalog
 from handler.rest.body import check_media_type, decompress, read_body
 from handler.rest.responses import json_response
@@ -30,22 +35,41 @@ TF_STATE: Final[dict[str, str]] = {"READY": "AVAILABLE", "CREATING": "LOADING", 
 
 async def predict(request: Request, service: InferenceService, model_name: str, model_version: str | None) -> Response:
     """Run one TF Serving / Vertex predict request on a model version."""
-    settings = service.settings
-    with service.observe(model_name, model_version) as observation:
-        check_media_type(request.headers.get("content-type"))
-        body = await read_body(request, settings.max_body_bytes)
-        observation.bytes_in = len(body)
-        body = decompress(body, request.headers.get("content-encoding"), settings.max_body_bytes)
-        metadata = await service.dataplane.model_metadata(model_name, model_version)
-        with service.span("decode"):
-            call, kind = decode_predict(load_json_object(body), metadata.inputs, service.max_tensor_bytes)
-        result = await service.infer(model_name, model_version, call, observation)
-        with service.span("encode"):
-            rows = call.inputs[0].shape[0] if kind == ROW else 0
-            response = json_response(encode_predictions(result, rows) if kind == ROW else encode_outputs(result))
-        observation.request_body, observation.response_body = body, bytes(response.body)
-        observation.bytes_out = len(response.body)
-        return response
+    return await service.answer(model_name, model_version, PredictExchange(request, service.settings))
+
+
+class PredictExchange(Exchange[Response]):
+    """One TF Serving / Vertex predict request: a JSON body in the row (``instances``) or columnar (``inputs``)
+    format, answered in the same format."""
+
+    __slots__ = ("body", "kind", "request", "settings")
+
+    def __init__(self, request: Request, settings: Settings) -> None:
+        self.request, self.settings = request, settings
+        self.body, self.kind = b"", ROW
+
+    async def receive(self, model: ResolvedModel, held: Held) -> int:
+        headers, limit = self.request.headers, self.settings.max_body_bytes
+        check_media_type(headers.get("content-type"))
+        wire = await read_body(self.request, limit)
+        self.body = decompress(wire, headers.get("content-encoding"), limit)
+        return len(wire)
+
+    async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
+        metadata = await service.metadata(model)
+        call, self.kind = decode_predict(load_json_object(self.body), metadata.inputs, service.max_tensor_bytes)
+        return call
+
+    def encode(self, result: InferResult, call: InferCall) -> Encoded[Response]:
+        response = predict_response(result, call, self.kind)
+        return Encoded(response, len(response.body), self.body, bytes(response.body))
+
+
+def predict_response(result: InferResult, call: InferCall, kind: str) -> Response:
+    """A predict answer in the format of its request (``kind``: ``ROW`` or columnar)."""
+    if kind == ROW:
+        return json_response(encode_predictions(result, call.inputs[0].shape[0]))
+    return json_response(encode_outputs(result))
 
 
 def _tf_status(resource: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from adapters.errors import PayloadTooLarge
 from adapters.types import InferCall, Tensor
 from handler import batch
 from handler.batch.aws import aws_client
+from handler.batch.service import batch_service
 from handler.cli import main
 from handler.cli.lambda_context import LocalLambdaContext
 from handler.grpc.server import build_server
@@ -278,9 +279,11 @@ def lambda_container(repository: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     monkeypatch.setenv("MODEL_REPOSITORY", str(repository))
     container.settings.cache_clear()
     container.dataplane.cache_clear()
+    batch_service.cache_clear()
     yield
     container.settings.cache_clear()
     container.dataplane.cache_clear()
+    batch_service.cache_clear()
 
 
 @pytest.fixture
@@ -471,6 +474,7 @@ def test_sqs_and_s3_hold_lines_to_the_tensor_limit(bucket: str, monkeypatch: pyt
     monkeypatch.setenv("OIP_MAX_TENSOR_BYTES", str(LIMIT))
     container.settings.cache_clear()
     container.dataplane.cache_clear()
+    batch_service.cache_clear()
     for answers in (sqs_answers(bucket, _limit_lines()), s3_answers(bucket, _limit_lines())):
         assert answers[0][0] == "ok" and answers[1] == ("error", WIDE_413)
 
@@ -480,13 +484,14 @@ def test_content_types_conversions_are_held_to_the_tensor_limit(repository: Path
     ISO dates (30 bytes of text, under a limit of 16 for BYTES elements counted at one byte) become 24 bytes of
     INT64 epoch seconds."""
     settings = make_settings(repository, max_tensor_bytes=16)
-    service = InferenceService(build_dataplane(settings), settings)
     dates = np.array(["2022-01-11", "2022-01-12", "2022-01-13"], dtype=object)
     call = InferCall((Tensor("INPUT0", "BYTES", (3,), dates, {"content_type": "datetime"}),))
     refused = pytest.raises(PayloadTooLarge, match="would need 24 bytes, over the limit of 16 bytes")
-    with refused, service.observe("flat_int64", None) as observation:
-        run(service.infer("flat_int64", None, call, observation))
-    assert observation.status == 413
+    telemetry = RecordingTelemetry()
+    service = InferenceService(build_dataplane(settings), settings, telemetry)
+    with refused:
+        run(service.infer("flat_int64", None, call))
+    assert [o.status for o in telemetry.observations] == [413]
 
 
 def test_batch_rows_run_together_are_each_counted_and_observed(repository: Path) -> None:

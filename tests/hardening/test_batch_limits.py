@@ -26,6 +26,7 @@ from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import OverlongLine, bounded_lines
 from handler.batch.s3 import BatchFailed, handle_item_batch, process_object
+from handler.batch.service import batch_service
 from handler.inference.service import InferenceService
 from handler.protocol.settings import Settings
 from handler.runtime import container
@@ -128,7 +129,7 @@ def test_s3_files_over_the_limit(bucket: str, tmp_path: Path) -> None:
     the limit: its item of a Step Functions item batch fails, the other item is predicted."""
     s3 = boto3.client("s3")
     s3.put_object(Bucket=bucket, Key="input/iris/long.jsonl", Body=LINE + b"\n" + b"[" * (4 * MiB) + b"\n" + LINE)
-    manifest = process_object(bucket, "input/iris/long.jsonl", BatchConfig.from_env())
+    manifest = process_object(bucket, "input/iris/long.jsonl", BatchConfig.from_env(), batch_service())
     assert (manifest["rows_in"], manifest["rows_out"], manifest["errors"]) == (3, 3, 1)
     assert manifest["error_samples"] == [
         {"line": 2, "error": f"line of {4 * MiB} bytes, over the limit of {LIMIT} bytes (OIP_MAX_BODY_BYTES)"}
@@ -139,7 +140,7 @@ def test_s3_files_over_the_limit(bucket: str, tmp_path: Path) -> None:
     items = [{"Key": "input/iris/wide.npy"}, {"Key": "input/iris/long.jsonl"}]
     event = {"Items": items, "BatchInput": {"bucket": bucket}}
     with pytest.raises(BatchFailed) as failed:
-        handle_item_batch(event, BatchConfig.from_env())
+        handle_item_batch(event, BatchConfig.from_env(), batch_service())
     report = json.loads(str(failed.value))
     assert [item["key"] for item in report["failed"]] == ["input/iris/wide.npy"]
     assert "over the limit of 65536 bytes (OIP_MAX_BODY_BYTES)" in report["failed"][0]["error"]

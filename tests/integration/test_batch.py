@@ -294,9 +294,10 @@ import json, resource
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
 from handler.runtime import container
-container.dataplane()
+from handler.batch.service import batch_service
+service = batch_service()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-manifest = process_object({bucket!r}, "input/iris/big.jsonl", BatchConfig.from_env())
+manifest = process_object({bucket!r}, "input/iris/big.jsonl", BatchConfig.from_env(), service)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 counts = {{k: manifest[k] for k in ("rows_in", "rows_out", "errors", "rows_per_second")}}
 print(json.dumps({{"before_kb": before, "after_kb": after, **counts}}))

@@ -531,7 +531,8 @@ BATCH_PROGRAM = """
 import json, sys
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
-print(json.dumps(process_object(sys.argv[1], "input/identity_fp32/refs.jsonl", BatchConfig.from_env())))
+from handler.batch.service import batch_service
+print(json.dumps(process_object(sys.argv[1], "input/identity_fp32/refs.jsonl", BatchConfig.from_env(), batch_service())))
 """
 
 

@@ -1,7 +1,7 @@
 """Server side: the content types of a request decide how its tensors reach the model, and the response says
 how its outputs were encoded. The inference service (``handler/inference/service.py``), which every transport
-calls, applies ``decode_content_types`` before ``DataPlane.infer`` and ``encode_content_types`` after it (the
-protocol room may not import codecs).
+calls, applies ``decode_content_types`` before ``DataPlane.run`` and ``encode_content_types`` after it (the
+protocol room may not import codecs), to the model the request resolved once (``ResolvedModel``).
 
 Precedence, most specific first: an input's own ``content_type``; the model's default for that input
 (config.pbtxt ``parameters { key: "content_type.<input>" ... }``); the request's ``content_type``; the model's
@@ -26,6 +26,7 @@ from handler.codecs.content_types.string import StringCodec
 
 if TYPE_CHECKING:
     from handler.protocol.dataplane import DataPlane
+    from handler.protocol.resolved_model import ResolvedModel
 
 #: config.pbtxt parameter keys: ``content_type`` for the request, ``content_type.<name>`` for a tensor.
 DEFAULT_PREFIX: Final = CONTENT_TYPE + "."
@@ -39,9 +40,9 @@ class OutputPlan:
     outputs: Mapping[str, type[InputCodec]]
 
 
-def model_defaults(dataplane: DataPlane, name: str, version: str | None) -> dict[str, str]:
+def model_defaults(model: ResolvedModel) -> dict[str, str]:
     """Content types from a local model's config.pbtxt ``parameters`` (models served by Triton have none here)."""
-    parameters = dataplane.model_parameters(name, version)
+    parameters = model.parameters
     if not parameters:  # most models: no parameters, nothing to walk
         return {}
     return {key: value for key, value in parameters.items() if key == CONTENT_TYPE or key.startswith(DEFAULT_PREFIX)}
@@ -100,10 +101,10 @@ def tensor_codec(content_type: Any, name: str, datatype: str | None, what: str =
 
 
 async def decode_content_types(
-    dataplane: DataPlane, name: str, version: str | None, call: InferCall
+    dataplane: DataPlane, model: ResolvedModel, call: InferCall
 ) -> tuple[InferCall, OutputPlan | None]:
     """Bridge the request's tensors to the model's inputs as their content types say; None: nothing to do."""
-    defaults = model_defaults(dataplane, name, version)
+    defaults = model_defaults(model)
     if not defaults and not mentions_content_type(call):
         return call, None
     request_type = call.parameters.get(CONTENT_TYPE, defaults.get(CONTENT_TYPE))
@@ -113,7 +114,7 @@ async def decode_content_types(
         content_type = tensor.parameters.get(CONTENT_TYPE, defaults.get(DEFAULT_PREFIX + tensor.name))
         if content_type is not None:
             own[tensor.name] = tensor_codec(content_type, tensor.name, tensor.datatype)
-    metadata = await dataplane.model_metadata(name, version)
+    metadata = await dataplane.model_metadata_of(model)
     outputs = _output_codecs(call, defaults, {spec.name: spec for spec in metadata.outputs})
 
     def decode(tensor: Tensor, spec: TensorSpec | None, fallback: type[InputCodec] | None) -> Tensor:
