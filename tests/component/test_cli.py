@@ -8,7 +8,6 @@ import httpx
 import pytest
 
 from handler.cli import build_parser
-from handler.protocol.cores import available_cores
 from tests.servers import children, live, oip_serve, wait_for
 
 
@@ -17,13 +16,34 @@ def test_serves_the_demo_repository_by_default() -> None:
     it may use)."""
     document = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
     with oip_serve(drop=("OIP_", "MODEL_REPOSITORY", "AIP_", "SAGEMAKER_")) as server:
-        cores = available_cores()  # one worker is the process itself; more are forked from it
+        cores = _cores_of(server.pid)  # one worker is the process itself; more are forked from it
         wait_for(lambda: len(children(server.pid)) == (cores if cores > 1 else 0), f"{cores} workers")
         response = httpx.post(f"{server.url}/v2/models/iris/infer", json=document)
         assert response.status_code == 200
         outputs = {o["name"]: o for o in response.json()["outputs"]}
         assert outputs["label"]["data"] == [2]  # virginica
         assert httpx.get(f"{server.url}/v2/models/tiny_image").json()["inputs"][0]["shape"] == [-1, 3, 224, 224]
+
+
+def _cores_of(pid: int) -> int:
+    """The cores ``pid`` may use, read here as the kernel states them: its ``Cpus_allowed_list`` in /proc, capped
+    by the quota in /sys/fs/cgroup (v2 ``cpu.max``, else v1's, in microseconds a period), rounded up."""
+    status = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
+    allowed = 0
+    for part in status["Cpus_allowed_list"].strip().split(","):
+        low, _, high = part.partition("-")
+        allowed += int(high or low) - int(low) + 1
+    cgroup = Path("/sys/fs/cgroup")
+    if (cgroup / "cpu.max").exists():
+        quota, period = (cgroup / "cpu.max").read_text().split()
+    elif (cgroup / "cpu" / "cpu.cfs_quota_us").exists():  # v1
+        quota = (cgroup / "cpu" / "cpu.cfs_quota_us").read_text().strip().replace("-1", "max")
+        period = (cgroup / "cpu" / "cpu.cfs_period_us").read_text().strip()
+    else:
+        return allowed
+    return allowed if quota == "max" else min(allowed, max(1, -(-int(quota) // int(period))))
 
 
 def test_model_repository_from_the_environment(test_repository: Path) -> None:
