@@ -131,8 +131,11 @@ def test_infer_simple(client: TestClient) -> None:
 
 
 def test_infer_without_id_still_answers_an_id(client: TestClient) -> None:
-    body = infer(client, "simple", {"inputs": SIMPLE_INPUTS}).json()
-    uuid.UUID(body["id"])
+    answers = [infer(client, "simple", {"inputs": SIMPLE_INPUTS}) for _ in range(2)]
+    assert [answer.status_code for answer in answers] == [200, 200]
+    ids = [answer.json()["id"] for answer in answers]
+    assert [str(uuid.UUID(each)) for each in ids] == ids and ids[0] != ids[1]  # a UUID of its own each
+    assert [o["name"] for o in answers[0].json()["outputs"]] == ["OUTPUT0", "OUTPUT1"]
 
 
 def test_outputs_filter_and_order(client: TestClient) -> None:

@@ -8,7 +8,9 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
+from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect
 
 from adapters.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
@@ -18,10 +20,18 @@ BODY = b'{"inputs": []}' * 10
 
 
 @pytest.mark.parametrize(
-    "content_type", [None, "application/json", "application/json; charset=utf-8", "application/octet-stream"]
+    "content_type",
+    [None, "application/json", "application/json; charset=utf-8", "application/octet-stream", "application/x+json"],
 )
-def test_accepted_media_types(content_type: str | None) -> None:
+def test_accepted_media_types_reach_the_model(content_type: str | None, client: TestClient) -> None:
     check_media_type(content_type)
+    body = orjson.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1.5, 2.5]}]})
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    if content_type == "application/octet-stream":  # the binary extension: a JSON header of that length
+        headers["Inference-Header-Content-Length"] = str(len(body))
+    answer = client.post("/v2/models/identity_fp32/infer", content=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outputs"][0]["data"] == [1.5, 2.5]
 
 
 @pytest.mark.parametrize("content_type", ["text/xml", "application/x-www-form-urlencoded", "multipart/form-data"])
