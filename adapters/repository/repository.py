@@ -7,6 +7,12 @@ version-less URLs) is the highest, unless config names another with
 Default versions load eagerly (``load_defaults``); the others on first use. Every file a model reads
 (config.pbtxt, its ``label_filename`` files, each version's model file) must resolve inside the model's directory
 (``confined.inside_model``); a model naming one outside is not ready, and says which setting.
+
+Given a model name (``oip serve --model_name``, as KServe passes the InferenceService's), a repository that is one
+model's own files (``one_model``: config.pbtxt, version directories, or a model file at its top) is served as that
+model, whatever name config.pbtxt gives (KServe's storage initializer puts a model's files at /mnt/models, and the
+InferenceService names it). A model file at the top, without version directories, is version 1: config.pbtxt's
+``default_model_filename``, else model.onnx, else the only ``.onnx`` file.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class ModelEntry:
     backends: dict[str, ModelBackend] = field(default_factory=dict)
     #: config.pbtxt's ``parameters`` as strings, read once (requests look them up).
     parameters: dict[str, str] = field(default_factory=dict)
+    #: The model file at the top of the model's directory, served as version 1 (no version directories); None:
+    #: each version's file is in its version directory.
+    flat_file: str | None = None
 
 
 def _version_dirs(directory: Path) -> list[int]:
@@ -72,8 +81,35 @@ def _model_file_name(entry: ModelEntry) -> str:
 
 
 def model_file(entry: ModelEntry, version: str) -> Path:
-    """The model file of one version: config.pbtxt's ``default_model_filename``, else model.onnx."""
+    """The model file of one version: config.pbtxt's ``default_model_filename``, else model.onnx (a flat model's:
+    its one file, ``flat_file``)."""
+    if entry.flat_file is not None:
+        return entry.directory / entry.flat_file
     return entry.directory / version / _model_file_name(entry)
+
+
+def one_model(root: Path) -> bool:
+    """Whether ``root`` is one model's own files rather than a repository of model directories: it holds
+    config.pbtxt or a ``.onnx`` file, or its only directories are version directories."""
+    if (root / CONFIG_FILE).is_file() or any(p.suffix == ".onnx" and p.is_file() for p in root.iterdir()):
+        return True
+    directories = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return bool(directories) and len(_version_dirs(root)) == len(directories)
+
+
+def _flat_file(entry: ModelEntry) -> str:
+    """The model file at the top of a model's directory: config.pbtxt's ``default_model_filename``, else
+    model.onnx, else its only ``.onnx`` file; InvalidInput when there is none to choose."""
+    named = entry.config.default_model_filename if entry.config is not None else ""
+    if named or (entry.directory / DEFAULT_MODEL_FILE).is_file():
+        return named or DEFAULT_MODEL_FILE
+    found = sorted(p.name for p in entry.directory.iterdir() if p.suffix == ".onnx" and p.is_file())
+    if len(found) != 1:
+        raise InvalidInput(
+            f"model '{entry.name}' has no version directory, and {len(found)} .onnx files at its top: name its file "
+            "model.onnx, or set default_model_filename in config.pbtxt"
+        )
+    return found[0]
 
 
 def _check_files(entry: ModelEntry) -> None:
@@ -84,24 +120,32 @@ def _check_files(entry: ModelEntry) -> None:
             if output.label_filename:
                 inside_model(directory, output.label_filename, f"label_filename of output '{output.name}'")
     setting = "default_model_filename" if config is not None and config.default_model_filename else "model.onnx"
+    if entry.flat_file is not None:
+        inside_model(directory, entry.flat_file, setting)
+        return
     for version in entry.versions:
         inside_model(directory, _model_file_name(entry), f"{setting} of version {version}", version)
 
 
-def _scan_model(directory: Path, default_override: str | None = None) -> ModelEntry:
-    entry = ModelEntry(directory.name, directory)
+def _scan_model(directory: Path, default_override: str | None = None, name: str | None = None) -> ModelEntry:
+    """The model in ``directory``, called ``name`` (default: the directory's name)."""
+    entry = ModelEntry(name or directory.name, directory)
     try:
         config_path = directory / CONFIG_FILE
         if config_path.is_file():
             inside_model(directory, CONFIG_FILE, CONFIG_FILE)
             entry.config = load_model_config(config_path, f"{directory.name}/{CONFIG_FILE}")
             entry.parameters = {key: value.string_value for key, value in entry.config.parameters.items()}
-            if entry.config.name and entry.config.name != directory.name:
+            # One model's own files are named by the deployment (KServe's InferenceService), whatever config says.
+            if entry.config.name and entry.config.name != entry.name and name is None:
                 raise InvalidInput(
                     f"{directory.name}/{CONFIG_FILE}: name '{entry.config.name}' differs from the directory name "
                     f"'{directory.name}'"
                 )
         versions = [str(v) for v in select_versions(_version_dirs(directory), entry.config)]
+        if not versions and name is not None and not _version_dirs(directory):
+            entry.flat_file = _flat_file(entry)
+            versions = ["1"]
         if not versions:
             raise InvalidInput(f"model '{entry.name}' has no version directory to serve")
         entry.versions = tuple(versions)
@@ -121,15 +165,25 @@ class ModelRepository:
     """Models found under one local directory, each backed by ``backend_factory`` per version."""
 
     def __init__(
-        self, root: Path, backend_factory: BackendFactory, default_versions: Mapping[str, str] | None = None
+        self,
+        root: Path,
+        backend_factory: BackendFactory,
+        default_versions: Mapping[str, str] | None = None,
+        model_name: str | None = None,
     ) -> None:
-        """``default_versions`` (model -> version) overrides config.pbtxt's ``default_version``."""
+        """``default_versions`` (model -> version) overrides config.pbtxt's ``default_version``; with
+        ``model_name``, a ``root`` that is one model's own files (``one_model``) is that model."""
         if not root.is_dir():
             raise FileNotFoundError(f"model repository {root} is not a directory")
         self.root = root
         self._factory = backend_factory
-        self._models: dict[str, ModelEntry] = {
-            p.name: _scan_model(p, (default_versions or {}).get(p.name))
+        defaults = default_versions or {}
+        self._models: dict[str, ModelEntry]
+        if model_name and one_model(root):
+            self._models = {model_name: _scan_model(root, defaults.get(model_name), model_name)}
+            return
+        self._models = {
+            p.name: _scan_model(p, defaults.get(p.name))
             for p in sorted(root.iterdir())
             if p.is_dir() and not p.name.startswith(".")
         }

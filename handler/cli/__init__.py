@@ -7,12 +7,21 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from handler import __version__
 from handler.cli.errors import CliError
 from handler.protocol.settings import LOG_LEVELS, SettingsError
 
 REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``oip`` parser whose usage errors are one line (a container's log, an operator's terminal): the
+    command, the mistake, and where the options are listed; exit status 2 as argparse's."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
 
 
 def _lazy(command: str) -> Callable[[argparse.Namespace], int]:
@@ -56,6 +65,13 @@ def port_or_zero(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {value}")
     return value
+
+
+def model_name(text: str) -> str:
+    """An argparse type: a model's name, as it appears in a URL path segment."""
+    if not text or text in (".", "..") or any(c in text for c in "/\\?#%") or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"'{text}' cannot name a model (one URL path segment)")
+    return text
 
 
 def non_negative_float(text: str) -> float:
@@ -136,7 +152,19 @@ def add_connection_limits(serve: argparse.ArgumentParser) -> None:
 def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """``oip serve``; returns its parser so that options can be added beside these."""
     serve = commands.add_parser("serve", help="serve a model repository over HTTP (and gRPC)")
-    serve.add_argument("--model-repository", help=REPOSITORY_HELP)
+    # KServe's and Triton's spellings too, as their serving runtimes pass them (docs/kubernetes.md).
+    serve.add_argument(
+        "--model-repository", "--model_dir", "--model-store", dest="model_repository", help=REPOSITORY_HELP
+    )
+    serve.add_argument(
+        "--model_name",
+        "--model-name",
+        dest="model_name",
+        type=model_name,
+        help="serve a repository that is one model's own files (config.pbtxt, version directories or a model.onnx "
+        "at its top, as KServe's storage initializer leaves them in /mnt/models) as this model; a repository of model "
+        "directories keeps their names (env OIP_MODEL_NAME)",
+    )
     serve.add_argument(
         "--host",
         help="env OIP_HOST (default 127.0.0.1); 0.0.0.0 on Vertex AI and SageMaker, whose containers are reached "
@@ -144,7 +172,10 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--port",
-        type=int,
+        "--http_port",
+        "--http-port",
+        dest="port",
+        type=port_or_zero,
         help="env OIP_PORT (default 8000); AIP_HTTP_PORT on Vertex AI, SAGEMAKER_BIND_TO_PORT (8080) on SageMaker",
     )
     serve.add_argument(
@@ -157,6 +188,8 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     # Options left out keep None: ``oip serve`` takes the environment's value then (handler/protocol/settings.py).
     serve.add_argument(
         "--grpc-port",
+        "--grpc_port",
+        dest="grpc_port",
         type=port_or_zero,
         help="also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc] "
         "(env OIP_GRPC_PORT; default: 0)",
@@ -284,9 +317,9 @@ def add_redrive(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``oip``."""
-    parser = argparse.ArgumentParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
+    parser = OneLineParser(prog="oip", description="Open Inference Protocol (V2) server for ONNX models.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for add in (add_serve, add_invoke, add_batch, add_redrive):
         add(commands)
     return parser
@@ -294,7 +327,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``oip`` console script."""
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # named with the subcommand that refused them (argparse would name ``oip``)
+        print(
+            f"oip {args.command}: error: unrecognized arguments: {' '.join(unknown)} (oip {args.command} --help lists "
+            "the options)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return int(args.run(args))
     except CliError as exc:

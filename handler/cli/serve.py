@@ -69,6 +69,7 @@ def serve(args: argparse.Namespace) -> int:
     # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
     settings = Settings.from_env(
         model_repository=args.model_repository,
+        model_name=getattr(args, "model_name", None),
         max_body_bytes=args.max_body_bytes,
         grpc_port=args.grpc_port,
         workers=args.workers,

@@ -284,6 +284,10 @@ class Settings:
     eager_load: bool = True
     #: [OIP_DEFAULT_VERSIONS] ``model=version,...``: default versions over config.pbtxt's ``default_version``.
     default_versions: str = ""
+    #: [OIP_MODEL_NAME] the name a repository that is one model's own files (config.pbtxt, version directories or
+    #: a model file at its top, as KServe's storage initializer leaves them) is served under: ``oip serve
+    #: --model_name``, as KServe passes it; None: the repository's directories are its models.
+    model_name: str | None = None
     #: [OIP_MAX_REQUEST_TENSORS] most inputs, and most requested outputs, one request may name where the model's
     #: own counts do not apply (a model served by Triton, a request-level content type that maps inputs).
     max_request_tensors: int = MAX_REQUEST_TENSORS
@@ -394,6 +398,7 @@ class Settings:
             "server_name": _read_text(env, "OIP_SERVER_NAME", cls.server_name),
             "eager_load": _read_flag(env, "OIP_EAGER_LOAD", cls.eager_load),
             "default_versions": _read_default_versions(env, "OIP_DEFAULT_VERSIONS"),
+            "model_name": _read_optional(env, "OIP_MODEL_NAME"),
             "max_request_tensors": _read_int(env, "OIP_MAX_REQUEST_TENSORS", cls.max_request_tensors, minimum=1),
             "max_header_bytes": _read_int(env, "OIP_MAX_HEADER_BYTES", cls.max_header_bytes, minimum=1),
             "max_headers": _read_int(env, "OIP_MAX_HEADERS", cls.max_headers, minimum=1),
@@ -473,6 +478,7 @@ VARIABLES: dict[str, str] = {
     "server_name": "OIP_SERVER_NAME",
     "eager_load": "OIP_EAGER_LOAD",
     "default_versions": "OIP_DEFAULT_VERSIONS",
+    "model_name": "OIP_MODEL_NAME",
     "max_request_tensors": "OIP_MAX_REQUEST_TENSORS",
     "max_header_bytes": "OIP_MAX_HEADER_BYTES",
     "max_headers": "OIP_MAX_HEADERS",

@@ -73,6 +73,7 @@ def build_dataplane(settings: Settings) -> DataPlane:
             path,
             lambda name, ver, file, config: OnnxBackend(name, ver, file, config, session_settings),
             parse_default_versions(settings.default_versions),
+            settings.model_name,
         )
     except Exception as exc:
         raise repository_failure(exc, root, "read") from exc

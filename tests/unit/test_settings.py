@@ -43,6 +43,7 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_SERVER_NAME", "server_name", "triton", "triton"),
     ("OIP_EAGER_LOAD", "eager_load", "off", False),
     ("OIP_DEFAULT_VERSIONS", "default_versions", "iris=2, tiny_image=1", "iris=2, tiny_image=1"),
+    ("OIP_MODEL_NAME", "model_name", "iris", "iris"),
     ("OIP_MAX_REQUEST_TENSORS", "max_request_tensors", "8", 8),
     ("OIP_MAX_HEADER_BYTES", "max_header_bytes", "4096", 4096),
     ("OIP_MAX_HEADERS", "max_headers", "20", 20),
