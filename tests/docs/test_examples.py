@@ -27,24 +27,61 @@ from tests.docs.examples import (
     examples,
     output_matches,
 )
-from tests.servers import oip_serve
+from tests.servers import moto_server, oip_serve
 
 ALL_EXAMPLES = [example for page in PAGES for example in examples(page)]
+
+
+#: The bucket and prefix of the S3 tensors page, made in moto's server as that page's "Try it locally" makes them.
+TENSOR_BUCKET = "my-tensors"
+AWS_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="module")
+def aws() -> Iterator[dict[str, str]]:
+    """moto's S3 server with the S3 tensors page's bucket: the AWS variables that point boto3 at it."""
+    import boto3
+
+    with moto_server() as url:
+        variables = AWS_TEST_ENV | {"AWS_ENDPOINT_URL": url}
+        session = boto3.session.Session(
+            aws_access_key_id=variables["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=variables["AWS_SECRET_ACCESS_KEY"],
+            region_name=variables["AWS_DEFAULT_REGION"],
+        )
+        session.client("s3", endpoint_url=url).create_bucket(Bucket=TENSOR_BUCKET)
+        yield variables
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[int, int]]:
     """``oip serve`` over the demo repository, as the pages start it, on held ports: (HTTP port, gRPC port)."""
-    with oip_serve(grpc=True, workers=1, drop=("MODEL_REPOSITORY",)) as served:
+    with oip_serve(grpc=True, workers=1, drop=("MODEL_REPOSITORY", "AWS_", "OIP_S3_")) as served:
         assert served.grpc_port is not None
         yield served.port, served.grpc_port
 
 
-def _run(example: Example, ports: tuple[int, int], cwd: Path) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def s3_server(aws: dict[str, str]) -> Iterator[tuple[int, int]]:
+    """The same with tensors by reference in moto's S3, as the S3 tensors page starts it."""
+    env = aws | {"OIP_S3_TENSOR_PREFIXES": f"s3://{TENSOR_BUCKET}/tensors/"}
+    with oip_serve(grpc=True, workers=1, env=env, drop=("MODEL_REPOSITORY", "AWS_", "OIP_S3_")) as served:
+        assert served.grpc_port is not None
+        yield served.port, served.grpc_port
+
+
+def _run(
+    example: Example, ports: tuple[int, int], cwd: Path, aws: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     code = HTTP_ADDRESS.sub(lambda m: f"{m[1]}:{ports[0]}", example.block.code)
     code = GRPC_ADDRESS.sub(lambda m: f"{m[1]}:{ports[1]}", code)
     # `python`, `oip` and `pip` of the examples are this environment's.
-    environment = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | (aws or {})
+    environment |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if RUNNABLE_LANGUAGES[example.block.language] == "bash":
         command = ["bash", "-e", "-o", "pipefail", "-c", code]
     else:
@@ -71,8 +108,13 @@ def _run(example: Example, ports: tuple[int, int], cwd: Path) -> subprocess.Comp
 
 
 @pytest.mark.parametrize("example", ALL_EXAMPLES, ids=lambda e: e.block.name)
-def test_example_runs_against_oip_serve(example: Example, server: tuple[int, int], tmp_path: Path) -> None:
-    result = _run(example, server, tmp_path)
+def test_example_runs_against_oip_serve(example: Example, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Each page's examples against the server it starts: the S3 tensors page's with moto's S3 and its prefix."""
+    if example.block.page.stem == "s3-tensors":
+        ports, aws = request.getfixturevalue("s3_server"), request.getfixturevalue("aws")
+    else:
+        ports, aws = request.getfixturevalue("server"), None
+    result = _run(example, ports, tmp_path, aws)
     assert result.returncode == 0, f"{example.block.name} failed:\n{example.block.code}\n{result.stderr[-3000:]}"
     if example.output is not None:
         assert output_matches(example.output, result.stdout), (
@@ -86,7 +128,8 @@ def test_the_pages_hold_examples_that_run() -> None:
     for example in ALL_EXAMPLES:
         per_page[example.block.page.relative_to(ROOT).as_posix()] += 1
     assert per_page["README.md"] == 2, "the README shows one curl and one tritonclient example"
-    for page in ("getting-started", "protocol", "content-types", "platforms", "operations", "troubleshooting"):
+    pages = ("getting-started", "protocol", "content-types", "platforms", "operations", "troubleshooting", "s3-tensors")
+    for page in pages:
         assert per_page[f"docs/{page}.md"] >= 1, page
     assert sum(1 for e in ALL_EXAMPLES if e.output is not None) >= 10
 
