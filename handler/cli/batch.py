@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from handler.cli.batch_files import BatchFiles, Resume
+    from handler.inference.service import InferenceService
     from handler.protocol.dataplane import DataPlane
     from handler.protocol.settings import Settings
 
@@ -55,6 +56,16 @@ def batch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> int:
+    """The process assembled (settings, data plane, its one inference service), then the file predicted."""
+    from handler.inference.service import InferenceService
+    from handler.protocol.settings import Settings
+
+    settings = Settings.from_env(model_repository=args.model_repository)
+    return predict_file(args, files, interrupt, InferenceService(_dataplane(settings), settings))
+
+
+def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt, service: InferenceService) -> int:
+    """Predict the input file through ``service``; 0, 1 when any row failed, 130 when interrupted."""
     from tqdm import tqdm
 
     from adapters.errors import V2Error
@@ -63,13 +74,12 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     from handler.batch.lines import bounded_lines, read_chunks
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
-    from handler.inference.service import InferenceService
-    from handler.protocol.settings import BatchSettings, Settings
+    from handler.protocol.settings import BatchSettings
     from handler.runtime.loop import run
 
-    settings = Settings.from_env(model_repository=args.model_repository)
     args.model = args.model or BatchSettings.from_env().default_model  # --model, else OIP_BATCH_MODEL
-    max_bytes = settings.max_body_bytes
+    dataplane = service.dataplane
+    max_bytes = service.settings.max_body_bytes
     job = BatchJob(
         args.model,
         args.model_version,
@@ -78,8 +88,6 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
         cast=args.cast,
         max_bytes=max_bytes,
     )
-    dataplane = _dataplane(settings)
-    service = InferenceService(dataplane, settings)
     try:
         if args.model:
             run(dataplane.model_metadata(args.model, args.model_version))
