@@ -62,8 +62,6 @@ def test_user_pages_import_client_helpers_only_from_oip_client() -> None:
         page.name: OUR_IMPORT.findall(page.read_text())
         for page in pages
         if page.stem not in CONTRIBUTOR_PAGES
-        # content-types.md still imports handler.codecs; its owner moves it to oip_client (see CHANGELOG)
-        and page.stem != "content-types"
         and OUR_IMPORT.search(page.read_text())
     }
     assert not offending
