@@ -80,7 +80,7 @@ def test_a_triton_repository_keeps_its_models_names(tmp_path: Path) -> None:
 
 
 def test_without_a_model_name_nothing_changes(tmp_path: Path) -> None:
-    """A repository of model directories is read as before; files at its top are no model of it."""
+    """Without a model name, a repository is model directories only: files at its top are no model of it."""
     root = _flat(tmp_path / "mnt")
     onnx_models.save(onnx_models.identity("FP32", [-1]), root, "a")
     assert _repository(root).names() == ["a"]
