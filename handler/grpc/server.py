@@ -87,7 +87,8 @@ def build_server(
     from google.protobuf import json_format
     from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, model_config_pb2, service_pb2, service_pb2_grpc
 
-    from handler.grpc.service import add_service, is_malformed, malformed_message
+    from handler.grpc.message_bounds import InferRequestBounds
+    from handler.grpc.service import add_service, refusal
 
     async def guard(context: Any, work: Any) -> Any:
         """``work``'s result; None once a V2Error has set the call's status (the caller then returns None, which
@@ -111,8 +112,9 @@ def build_server(
             return await inference.answer(request.model_name, request.model_version or None, exchange)
 
     async def stream_answer(request: Any, context: Any) -> Any:
-        if is_malformed(request):
-            return service_pb2.ModelStreamInferResponse(error_message=malformed_message("inference.ModelInferRequest"))
+        refused = refusal(request, "inference.ModelInferRequest")  # not protobuf, or over its wire bounds
+        if refused is not None:
+            return service_pb2.ModelStreamInferResponse(error_message=refused.message)
         try:
             return service_pb2.ModelStreamInferResponse(infer_response=await infer(request, context))
         except V2Error as exc:
@@ -224,6 +226,7 @@ def build_server(
 
         interceptors.append(TraceContext())
     server = grpc.aio.server(options=server_options(settings, MAX_GRPC_MESSAGE_SIZE), interceptors=interceptors)
-    add_service(server, service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"], Servicer())
+    checks = {"inference.ModelInferRequest": InferRequestBounds(settings.max_request_tensors).check}
+    add_service(server, service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"], Servicer(), checks)
     server.add_insecure_port(address)
     return server
