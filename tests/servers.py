@@ -267,11 +267,12 @@ def oip_serve(
     access_log: bool | None = False,
     metrics: bool = False,
     probe: Callable[[OipServer], bool] = ready,
+    prefix: tuple[str, ...] = (),
 ) -> Iterator[OipServer]:
     """``oip serve ARGS`` on a held port (and a gRPC port with ``grpc``, a metrics port with ``metrics``, else
     metrics off: ``OIP_METRICS_PORT``), with ``--workers`` when given (else its default, the cores it may use),
     ``--no-access-log`` unless ``access_log`` says otherwise (None: neither flag), in ``environment(env, drop)``,
-    until ``probe`` is true."""
+    run through ``prefix`` when given (e.g. ``("taskset", "-c", "0")``), until ``probe`` is true."""
     with contextlib.ExitStack() as held:
         port = held.enter_context(HeldPort()).port
         grpc_port = held.enter_context(HeldPort()).port if grpc else None
@@ -280,7 +281,7 @@ def oip_serve(
         flags += ["--workers", str(workers)] if workers else []
         flags += [] if access_log is None else ["--access-log" if access_log else "--no-access-log"]
         variables = environment(env, drop) | {"OIP_METRICS_PORT": str(metrics_port or 0)}
-        child = launch("oip serve", serve_command(*flags, *args), env=variables)
+        child = launch("oip serve", [*prefix, *serve_command(*flags, *args)], env=variables)
         server = OipServer(child, port, grpc_port, metrics_port)
         try:
             child.wait_ready(lambda: probe(server))
