@@ -4,18 +4,19 @@ Two bounds, both checked before any of a request's work starts, whichever transp
 either is answered 503 (gRPC UNAVAILABLE) at once with ``Retry-After``, the time the model's admitted work takes to
 drain (measured, at least a second). Health, metadata, statistics and metrics never pass here.
 
-**Per model, adaptive** (``ModelGate``): with no configuration, a model admits a request while the wait it can
-expect stays within what a client accepts. The gate measures the model's run time ``run`` (each answer's time from
-admission, divided by the runs it waited for: ``ceil((ahead + 1) / parallel)``, ``ahead`` the model's requests
-already admitted), as Vegas and gradient limiters measure latency against its minimum; ``parallel`` is how many
-requests one run takes (the dynamic batch, else one). A request is admitted while
-``ceil((ahead + 1) / parallel) * run``, the time its answer may take, is at most ``2 * run + target``: one run
-behind the one in progress, plus the queueing target (``OIP_ADMISSION_TARGET_MS``, 100 ms), or within its own
-deadline when it has one (gRPC deadline, Lambda's remaining time; refused then with the deadline's 504 /
-DEADLINE_EXCEEDED, since it would pass before its answer). Each model has its own gate, so a slow model that is
-saturated refuses its own requests and never a fast model's. A model with its own queue policy (``max_queue_size``
-or a queue timeout in config.pbtxt), one served by Triton, and one not measured yet are bounded by the worker's
-bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's bound, and no adaptive gate unless
+**Per model, adaptive** (``ModelGate``): with no configuration, a model admits a request while the time to its
+answer stays within what a client accepts: twice the model's run plus the queueing target (``2 * run + target``,
+``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is a p99 within twice the unloaded p99 plus the
+target. That time is the run in progress's remaining time (``run - elapsed``, none once it has run its measured time)
+plus one run for each run behind it, the request's own last: ``ceil((inflight + 1) / parallel) - 1`` runs, ``parallel``
+how many requests one run takes (the dynamic batch, else one). ``run`` is measured as the time between answers while
+the model stays busy (or a request's own time when it found the model idle), as Vegas and gradient limiters measure
+latency against its minimum; a faster run counts more than a slower one, so one stalled run is forgotten quickly.
+A request with its own deadline (gRPC deadline, Lambda's remaining time) is admitted while its answer comes within
+it instead, and refused with the deadline's 504 / DEADLINE_EXCEEDED otherwise. Each model has its own gate, so a slow
+model that is saturated refuses its own requests and never a fast model's. A model with its own queue policy
+(``max_queue_size`` or a queue timeout in config.pbtxt), one served by Triton, and one not measured yet are bounded
+by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's bound, and no adaptive gate unless
 ``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
 
 **Per worker** (``Admission.limit``): ``OIP_MAX_INFLIGHT``, else ``default_inflight``, a safety bound (64 requests
@@ -85,32 +86,49 @@ def gate_parallelism(config: Any, batching: bool) -> int | None:
 
 
 class ModelGate:
-    """One model's adaptive admission: its requests in flight and its measured run time (s; 0 until measured)."""
+    """One model's adaptive admission: its requests in flight, its measured run time (s; 0 until measured) and
+    when its run in progress started, on ``clock`` (``time.monotonic``; a test gives its own)."""
 
-    __slots__ = ("inflight", "name", "parallel", "refused", "run_s", "target_s")
+    __slots__ = ("clock", "inflight", "name", "parallel", "refused", "run_s", "run_started", "target_s")
 
-    def __init__(self, name: str, parallel: int, target_s: float) -> None:
+    def __init__(self, name: str, parallel: int, target_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.parallel = max(parallel, 1)
         self.target_s = target_s
+        self.clock = clock
         self.inflight = 0
         self.run_s = 0.0
+        #: When the run in progress started: the last answer, or the admission that found the model idle.
+        self.run_started = 0.0
         self.refused = 0
 
     def runs_for(self, ahead: int) -> int:
         """The runs a request admitted with ``ahead`` requests before it waits for, its own included."""
         return -(-(ahead + 1) // self.parallel)
 
+    def remaining_s(self, now: float) -> float:
+        """What is left of the run in progress: ``run - elapsed``, none once it has run its measured time."""
+        return min(max(self.run_s - (now - self.run_started), 0.0), self.run_s)
+
+    def answer_s(self, now: float) -> float:
+        """When a request admitted now would be answered, from now: the run in progress's remaining time, then
+        the runs behind it, its own last."""
+        if not self.inflight:
+            return self.run_s
+        return self.remaining_s(now) + (self.runs_for(self.inflight) - 1) * self.run_s
+
     def drain_s(self) -> float:
         """The time the requests in flight take to be answered, as measured."""
-        return self.runs_for(self.inflight - 1) * self.run_s if self.inflight else 0.0
+        if not self.inflight:
+            return 0.0
+        return self.remaining_s(self.clock()) + (self.runs_for(self.inflight - 1) - 1) * self.run_s
 
     def admits(self, deadline: Deadline | None) -> None:
         """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
         run = self.run_s
         if not run or not self.inflight:
             return
-        expected = self.runs_for(self.inflight) * run
+        expected = self.answer_s(self.clock())
         if deadline is not None:
             remaining = deadline.remaining()
             if expected <= remaining:
@@ -130,14 +148,42 @@ class ModelGate:
             retry_after=_retry_after(drain),
         )
 
-    def measured(self, elapsed_s: float, ahead: int) -> None:
-        """One answer, ``elapsed_s`` after its admission with ``ahead`` requests before it."""
-        sample = elapsed_s / self.runs_for(ahead)
+    def enter(self) -> float:
+        """Count one admitted request in; its admission time on the gate's clock."""
+        now = self.clock()
+        if not self.inflight:
+            self.run_started = now  # the model was idle: its run starts now
+        self.inflight += 1
+        return now
+
+    def leave(self, admitted: float, answered: bool) -> None:
+        """Count out a request admitted at ``admitted``; ``answered``: it ran to a result, so it ends a run.
+
+        One run's time is the time since the previous answer (or since the request's own admission, when the model
+        was idle then): what the model's throughput gives each request, however many run at once. Answers closer
+        together than half a run came from one run (a batch, or runs sharing the cores): the first measures it."""
+        now = self.clock()
+        self.inflight -= 1
+        if not answered:
+            return  # refused on the way (a bad request, a passed deadline): no run ended
+        started = max(self.run_started, admitted)
+        took = now - started
+        run = self.run_s
+        if run and took < run / 2 and admitted < self.run_started:
+            return  # the same run as the previous answer
+        self.run_started = now
+        self.measured(took)
+
+    def measured(self, sample_s: float) -> None:
+        """One run's measured time: the estimate follows a faster run by half the difference and a slower one by a
+        fifth of at most one more run, so one stalled run moves it by a fifth at most."""
         run = self.run_s
         if not run:
-            self.run_s = sample
-            return
-        self.run_s = run + (_FALL if sample < run else _RISE) * (sample - run)
+            self.run_s = sample_s
+        elif sample_s < run:
+            self.run_s = run + _FALL * (sample_s - run)
+        else:
+            self.run_s = run + _RISE * min(sample_s - run, run)
 
 
 #: ``gate_of(name)``: the gate of a model served in this process, None for one bounded otherwise (or unknown).
@@ -147,20 +193,17 @@ GateOf = Callable[[str], ModelGate | None]
 class Ticket:
     """An admitted request: ``leave()`` once it is answered, however it ends."""
 
-    __slots__ = ("admission", "ahead", "gate", "started")
+    __slots__ = ("admission", "admitted", "gate")
 
-    def __init__(self, admission: Admission, gate: ModelGate | None, ahead: int) -> None:
-        self.admission, self.gate, self.ahead = admission, gate, ahead
-        self.started = time.monotonic()
+    def __init__(self, admission: Admission, gate: ModelGate | None) -> None:
+        self.admission, self.gate = admission, gate
+        self.admitted = gate.enter() if gate is not None else 0.0
 
     def leave(self, answered: bool = True) -> None:
         """Count the request out; ``answered``: it ran to a result, so its time measures the model."""
         self.admission.inflight -= 1
-        gate = self.gate
-        if gate is not None:
-            gate.inflight -= 1
-            if answered:
-                gate.measured(time.monotonic() - self.started, self.ahead)
+        if self.gate is not None:
+            self.gate.leave(self.admitted, answered)
 
 
 class Admission:
@@ -187,13 +230,10 @@ class Admission:
                 f"OIP_MAX_INFLIGHT); retry after {_retry_after(drain)} s",
                 retry_after=_retry_after(drain),
             )
-        ahead = 0
         if gate is not None:
             gate.admits(deadline)
-            ahead = gate.inflight
-            gate.inflight += 1
         self.inflight += 1
-        return Ticket(self, gate, ahead)
+        return Ticket(self, gate)
 
     def leave(self) -> None:
         """Count out a request admitted with no model named (``enter()``); a ``Ticket`` counts out its own."""

@@ -114,17 +114,18 @@ class InferenceService:
         and encodes it; its V2Error otherwise. Observed from its first byte to its answer."""
         with self.observe(name, version) as observation, self.bytes_in_flight.hold() as held:
             model = self.dataplane.resolve(name, version)
-            observation.bytes_in = await exchange.receive(model, held)
-            if model.passes_through:
-                passing = exchange.pass_through(model)
-                if passing is not None:
-                    encoded = exchange.encode_forwarded(model, await self._forward(model, *passing, observation))
-                    return _answered(encoded, observation)
-            with self.span("decode"):
-                call = await exchange.decode(model, self)
-            ticket = self._admit(name)
+            ticket = self._admit(name)  # a refused request's body is neither read nor decoded
             answered = False
             try:
+                observation.bytes_in = await exchange.receive(model, held)
+                if model.passes_through:
+                    passing = exchange.pass_through(model)
+                    if passing is not None:
+                        forwarded = await self._forward(model, *passing, observation)
+                        answered = True
+                        return _answered(exchange.encode_forwarded(model, forwarded), observation)
+                with self.span("decode"):
+                    call = await exchange.decode(model, self)
                 prepared = await self._prepare(model, call, held)
                 with self.span("run"):
                     ran = await self.dataplane.run(model, prepared.call)
@@ -240,13 +241,9 @@ class InferenceService:
     async def _forward(
         self, model: ResolvedModel, body: bytes, headers: dict[str, str], observation: InferObservation
     ) -> Forwarded:
-        """Pass a request body through to the Triton model it routes to, as it came, if admitted."""
-        ticket = self.admission.enter(model.name, deadlines.current())
-        try:
-            with self.span("forward"):
-                forwarded = await self.dataplane.forward(model.name, model.version, body, headers)
-        finally:
-            ticket.leave()
+        """Pass a request body through to the Triton model it routes to, as it came (admitted by ``answer``)."""
+        with self.span("forward"):
+            forwarded = await self.dataplane.forward(model.name, model.version, body, headers)
         observation.version = forwarded.model_version
         return forwarded
 

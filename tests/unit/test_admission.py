@@ -21,14 +21,29 @@ from handler.protocol.statistics import FAILURE_REASONS, Statistics, read_snapsh
 from handler.protocol.status import HTTP_STATUS
 
 
-def _gate(run_s: float, parallel: int = 1, target_s: float = 0.1) -> ModelGate:
-    gate = ModelGate("slow", parallel, target_s)
-    gate.measured(run_s, 0)
+class Clock:
+    """The gates' clock, moved by the test alone."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _gate(run_s: float, parallel: int = 1, target_s: float = 0.1, clock: Clock | None = None) -> ModelGate:
+    """A gate whose run time is measured at ``run_s``: one request answered ``run_s`` after it found it idle."""
+    clock = clock if clock is not None else Clock()
+    gate = ModelGate("slow", parallel, target_s, clock)
+    admitted = gate.enter()
+    clock.now += run_s
+    gate.leave(admitted, answered=True)
+    assert gate.run_s == pytest.approx(run_s) and gate.inflight == 0
     return gate
 
 
 def test_an_unmeasured_model_admits_up_to_the_workers_bound_only() -> None:
-    gate = ModelGate("slow", 1, 0.1)
+    gate = ModelGate("slow", 1, 0.1, Clock())
     admission = Admission(3, lambda name: gate)
     tickets = [admission.enter("slow") for _ in range(3)]
     with pytest.raises(Overloaded) as caught:
@@ -39,59 +54,144 @@ def test_an_unmeasured_model_admits_up_to_the_workers_bound_only() -> None:
     assert gate.run_s == 0 and gate.inflight == admission.inflight == 0
 
 
-def test_a_slow_model_admits_one_run_behind_the_one_in_progress_and_refuses_the_rest() -> None:
-    gate = _gate(0.3)
+def test_a_slow_model_admits_a_third_request_once_the_run_in_progress_is_within_the_target_of_its_end() -> None:
+    """Run 300 ms, target 100 ms: an answer within 700 ms. Two in flight: the third waits for the rest of the run
+    in progress and two more runs, so it is admitted once that run has 100 ms left, and not before."""
+    clock = Clock()
+    gate = _gate(0.3, clock=clock)
     admission = Admission(1000, lambda name: gate)
-    admission.enter("slow")
-    admission.enter("slow")  # one ahead: answered within two runs
+    admission.enter("slow")  # the model idle: its run starts now
+    admission.enter("slow")  # answered after the rest of that run and its own: within 600 ms
+    clock.now += 0.19  # 110 ms left of the run in progress: 110 + 600 > 700
     with pytest.raises(Overloaded) as caught:
         admission.enter("slow")
     assert HTTP_STATUS[caught.value.code] == 503 and "OIP_ADMISSION_TARGET_MS" in caught.value.message
-    assert caught.value.retry_after == 1 and gate.refused == 1 and admission.inflight == 2  # 0.6 s to drain
-    gate.run_s = 2.0  # measured slower: Retry-After follows the drain time (two runs in flight)
-    with pytest.raises(Overloaded) as slower:
+    assert caught.value.retry_after == 1 and gate.refused == 1 and admission.inflight == 2  # 0.41 s to drain
+    assert failure_reason(caught.value) == "REJECTED"
+    clock.now += 0.02  # 90 ms left: 90 + 600 <= 700
+    admission.enter("slow")
+    assert gate.inflight == 3
+    with pytest.raises(Overloaded):  # a fourth waits for three runs more
         admission.enter("slow")
-    assert slower.value.retry_after == 4 and failure_reason(slower.value) == "REJECTED"
+
+
+def test_a_run_past_its_measured_time_counts_as_ending_and_retry_after_follows_the_drain_time() -> None:
+    clock = Clock()
+    gate = _gate(2.0, clock=clock)
+    admission = Admission(1000, lambda name: gate)
+    admission.enter("slow")
+    admission.enter("slow")
+    with pytest.raises(Overloaded) as slower:  # 2 s of the run in progress, and 2 more runs
+        admission.enter("slow")
+    assert slower.value.retry_after == 4  # the two in flight drain in 4 s
+    clock.now += 5.0  # stalled: nothing left of it is counted, the third waits for two runs
+    admission.enter("slow")
+    with pytest.raises(Overloaded):
+        admission.enter("slow")
+
+
+def test_an_answer_starts_the_next_run_and_measures_the_time_between_answers() -> None:
+    clock = Clock()
+    gate = _gate(0.3, clock=clock)
+    admission = Admission(1000, lambda name: gate)
+    first, second = admission.enter("slow"), admission.enter("slow")
+    clock.now += 0.3
+    first.leave()  # the second's run starts now
+    clock.now += 0.25
+    assert gate.answer_s(clock.now) == pytest.approx(0.05 + 0.3)
+    admission.enter("slow")  # the rest of the second's run and its own: 0.35 s
+    clock.now += 0.05
+    second.leave()
+    assert gate.run_s == pytest.approx(0.3)  # 0.3 s since the first's answer
+
+
+def test_a_model_at_four_fifths_of_its_capacity_is_never_refused() -> None:
+    """Arrivals every 1.25 runs on average, bunched in twos as an open-loop client sends them: never a 503."""
+    clock = Clock()
+    gate = _gate(0.3, clock=clock)
+    admission = Admission(1000, lambda name: gate)
+    arrivals = []
+    for burst in range(40):  # 0.8x in bursts: two at once every 0.75 s (2.5 runs), and one of them late
+        arrivals += [burst * 0.75, burst * 0.75 + (0.5 if burst % 5 == 4 else 0.0)]
+    queue: list = []  # FIFO, one run at a time, each exactly 0.3 s
+    busy_until = clock.now
+    start = clock.now
+    for at in arrivals:
+        while queue and busy_until <= start + at:
+            clock.now = busy_until
+            queue.pop(0).leave()
+            if queue:
+                busy_until = clock.now + 0.3
+        clock.now = max(clock.now, start + at)
+        if not queue:
+            busy_until = clock.now + 0.3
+        queue.append(admission.enter("slow"))
+    assert gate.refused == 0 and gate.run_s == pytest.approx(0.3)
 
 
 def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:
     gate = _gate(0.0001)
-    for _ in range(1000):  # a thousand runs of 0.1 ms: within two runs and 100 ms
+    for _ in range(1000):  # a run in progress and a thousand more of 0.1 ms: within two runs and 100 ms
         gate.admits(None)
-        gate.inflight += 1
+        gate.enter()
     gate.inflight = 1010
     with pytest.raises(Overloaded):
         gate.admits(None)
 
 
-def test_a_batching_model_admits_two_batches() -> None:
-    gate = _gate(0.3, parallel=8)
-    gate.inflight = 15
-    gate.admits(None)
-    gate.inflight = 16
-    with pytest.raises(Overloaded):
+def test_a_batching_model_admits_a_batch_behind_the_one_in_progress_and_a_third_near_its_end() -> None:
+    clock = Clock()
+    gate = _gate(0.3, parallel=8, clock=clock)
+    for _ in range(15):
+        gate.enter()
+    gate.admits(None)  # the sixteenth is in the batch behind the one in progress: 300 + 300 ms
+    gate.enter()
+    with pytest.raises(Overloaded):  # the seventeenth in a third batch: 300 + 600 ms
         gate.admits(None)
+    clock.now += 0.25
+    gate.admits(None)  # 50 ms left of the run in progress: 50 + 600 ms
+
+
+def test_answers_of_one_batch_measure_one_run() -> None:
+    clock = Clock()
+    gate = _gate(0.3, parallel=8, clock=clock)
+    admitted = [gate.enter() for _ in range(8)]
+    clock.now += 0.3
+    for at in admitted:  # the batch's answers, one after the other
+        gate.leave(at, answered=True)
+        clock.now += 0.001
+    assert gate.run_s == pytest.approx(0.3)
 
 
 def test_a_request_whose_deadline_would_pass_in_the_queue_is_refused_with_the_deadlines_answer() -> None:
     gate = _gate(0.3)
-    gate.inflight = 3  # four runs to its answer: 1.2 s
+    for _ in range(3):
+        gate.enter()  # the rest of the run in progress (all of it) and three runs: 1.2 s
     gate.admits(deadlines.after(5.0, "the gRPC deadline"))  # its own deadline, not the target, bounds it
     with pytest.raises(deadlines.DeadlineExceeded, match="the gRPC deadline") as caught:
         gate.admits(deadlines.after(1.0, "the gRPC deadline"))
     assert failure_reason(caught.value) == "CANCELED"
 
 
-def test_the_run_time_is_measured_per_run_waited_for_and_forgets_a_stall_quickly() -> None:
+def test_one_stalled_run_moves_the_run_time_by_a_fifth_at_most_and_is_forgotten_quickly() -> None:
     gate = _gate(0.3)
-    gate.measured(0.6, 1)  # one ahead: two runs, 0.3 s each
-    assert gate.run_s == pytest.approx(0.3)
-    gate.measured(3.0, 0)  # a stalled run
-    stalled = gate.run_s
-    assert 0.3 < stalled < 1.0
+    gate.measured(30.0)  # a stalled run
+    assert gate.run_s == pytest.approx(0.36)
     for _ in range(4):
-        gate.measured(0.3, 0)
-    assert gate.run_s < 0.3 + (stalled - 0.3) / 10
+        gate.measured(0.3)
+    assert gate.run_s < 0.305
+    for _ in range(10):  # the model is really slower now: the estimate follows it within a few runs
+        gate.measured(0.6)
+    assert gate.run_s > 0.55
+
+
+def test_a_refused_or_failed_request_ends_no_run() -> None:
+    clock = Clock()
+    gate = _gate(0.3, clock=clock)
+    running, bad = gate.enter(), gate.enter()
+    clock.now += 0.01
+    gate.leave(bad, answered=False)  # a bad request, refused after its admission
+    assert gate.run_started == running and gate.run_s == pytest.approx(0.3)
 
 
 def test_models_with_their_own_queue_policy_have_no_gate_and_batching_ones_a_wider_one() -> None:
