@@ -37,15 +37,19 @@ pytestmark = pytest.mark.integration
 class RuntimeApi:
     """Lambda's runtime API (next / response / error / init error), one invocation at a time."""
 
-    events: queue.Queue[tuple[str, bytes]] = field(default_factory=queue.Queue)
+    #: (request id, event, ms the invocation has left when it is handed out: ``Lambda-Runtime-Deadline-Ms``)
+    events: queue.Queue[tuple[str, bytes, int]] = field(default_factory=queue.Queue)
     results: dict[str, queue.Queue[tuple[str, Any, dict[str, str]]]] = field(default_factory=dict)
     init_errors: list[tuple[dict[str, str], Any]] = field(default_factory=list)
     first_next: float | None = None
 
-    def invoke(self, event: dict[str, Any], timeout: float = 60) -> tuple[str, Any, dict[str, str]]:
+    def invoke(
+        self, event: dict[str, Any], timeout: float = 60, left_ms: int = 30_000
+    ) -> tuple[str, Any, dict[str, str]]:
+        """Invoke the function with ``event``, its deadline ``left_ms`` after the runtime receives it."""
         request_id = str(uuid.uuid4())
         self.results[request_id] = queue.Queue()
-        self.events.put((request_id, json.dumps(event).encode()))
+        self.events.put((request_id, json.dumps(event).encode(), left_ms))
         return self.results[request_id].get(timeout=timeout)
 
 
@@ -70,10 +74,10 @@ def _handler(api: RuntimeApi) -> type[BaseHTTPRequestHandler]:
                 return self._reply(404)
             if api.first_next is None:
                 api.first_next = time.monotonic()
-            request_id, body = api.events.get()
+            request_id, body, left_ms = api.events.get()
             headers = {
                 "Lambda-Runtime-Aws-Request-Id": request_id,
-                "Lambda-Runtime-Deadline-Ms": str(int(time.time() * 1000) + 30_000),
+                "Lambda-Runtime-Deadline-Ms": str(int(time.time() * 1000) + left_ms),
                 "Lambda-Runtime-Invoked-Function-Arn": "arn:aws:lambda:us-east-1:123456789012:function:oip",
                 "Lambda-Runtime-Trace-Id": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0",
             }
@@ -189,3 +193,32 @@ def test_init_failure_is_reported_on_init_error(x86_build: tuple[Path, Path]) ->
     assert payload["errorMessage"] == "OIP_MAX_BODY_BYTES='not-a-number': expected an integer from 1", payload
     assert payload["stackTrace"], payload
     assert runtime.api.first_next is None  # no invocation was asked for after a failed init
+
+
+def _http(method: str, path: str, body: str = "") -> dict[str, Any]:
+    """events/http-api/infer-json.json as a ``method`` request to ``path``."""
+    event = json.loads((ROOT / "events" / "http-api" / "infer-json.json").read_text())
+    http = {**event["requestContext"]["http"], "method": method, "path": path}
+    return {**event, "rawPath": path, "body": body or None, "requestContext": {**event["requestContext"], "http": http}}
+
+
+def _iris_counts(runtime: Runtime) -> dict[str, int]:
+    kind, response, _ = runtime.api.invoke(_http("GET", "/v2/models/iris/stats"))
+    assert kind == "response" and response["statusCode"] == 200, response
+    (stats,) = json.loads(response["body"])["model_stats"]
+    success = stats["inference_stats"]["success"]["count"]
+    return {"inference": stats["inference_count"], "execution": stats["execution_count"], "success": success}
+
+
+def test_an_invocation_whose_deadline_is_nearer_than_the_margin_answers_504_and_never_runs(runtime: Runtime) -> None:
+    """Lambda's deadline as awslambdaric hands it over (``Lambda-Runtime-Deadline-Ms``, read back through its
+    context's ``get_remaining_time_in_millis``): 300 ms left, within the 500 ms ``OIP_DEADLINE_MARGIN_MS`` keeps
+    for answering, so the request's deadline has passed before it starts: 504, and the model's statistics show no
+    run."""
+    infer = json.loads((ROOT / "events" / "http-api" / "infer-json.json").read_text())
+    assert runtime.api.invoke(infer)[1]["statusCode"] == 200  # the model is loaded and has run (the init is over)
+    before = _iris_counts(runtime)
+    kind, response, _ = runtime.api.invoke(infer, left_ms=300)
+    assert kind == "response" and response["statusCode"] == 504, response
+    assert "Lambda invocation's remaining time" in json.loads(response["body"])["error"], response
+    assert _iris_counts(runtime) == before
