@@ -1,4 +1,5 @@
-"""Property tests: encode -> decode is the identity, and garbage never escapes as anything but a V2Error."""
+"""Property tests: encode -> decode is the identity, and garbage is refused as invalid input (400), or as too
+large (413) only when it declares a tensor over the limit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from adapters.datatypes import numpy_dtype
-from adapters.errors import V2Error
+from adapters.errors import InvalidInput, PayloadTooLarge
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
 from handler.codecs.json_data import decode_json_data, encode_json_data
@@ -81,7 +82,7 @@ def test_response_then_request_round_trip(case: tuple[str, np.ndarray], binary: 
 @given(st.binary(max_size=256), st.one_of(st.none(), st.integers(min_value=0, max_value=300)))
 @settings(max_examples=500, deadline=None)
 def test_random_bytes_never_escape_as_other_errors(body: bytes, header_length: int | None) -> None:
-    with contextlib.suppress(V2Error):
+    with contextlib.suppress(InvalidInput):  # 256 bytes can declare nothing over the limit: only ever a 400
         decode_infer_request(body, header_length, LIMIT)
 
 
@@ -104,5 +105,18 @@ request_inputs = st.fixed_dictionaries(
 )
 @settings(max_examples=500, deadline=None)
 def test_random_requests_never_escape_as_other_errors(document: dict) -> None:
-    with contextlib.suppress(V2Error):
+    try:
         decode_infer_request(orjson.dumps(document), None, LIMIT)
+    except PayloadTooLarge as error:  # 413 only for a document that declares a tensor over the limit
+        assert _declares_over_limit(document), (error, document)
+    except InvalidInput:  # everything else wrong with it is a 400
+        pass
+
+
+def _declares_over_limit(document: dict) -> bool:
+    """Whether an input's shape alone, at 8 bytes an element (the widest), would be over ``LIMIT``."""
+    for item in document["inputs"]:
+        shape = item["shape"]
+        if all(isinstance(d, int) and d >= 0 for d in shape) and np.prod(shape, dtype=object) * 8 > LIMIT:
+            return True
+    return False
