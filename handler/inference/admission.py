@@ -5,19 +5,20 @@ either is answered 503 (gRPC UNAVAILABLE) at once with ``Retry-After``, the time
 drain (measured, at least a second). Health, metadata, statistics and metrics never pass here.
 
 **Per model, adaptive** (``ModelGate``): with no configuration, a model admits a request while the time to its
-answer stays within what a client accepts: twice the model's run plus the queueing target (``2 * run + target``,
-``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is a p99 within twice the unloaded p99 plus the
-target. That time is the run in progress's remaining time (``run - elapsed``, none once it has run its measured time)
-plus one run for each run behind it, the request's own last: ``ceil((inflight + 1) / parallel) - 1`` runs, ``parallel``
-how many requests one run takes (the dynamic batch, else one). ``run`` is measured as the time between answers while
-the model stays busy (or a request's own time when it found the model idle), as Vegas and gradient limiters measure
-latency against its minimum; a faster run counts more than a slower one, so one stalled run is forgotten quickly.
-A request with its own deadline (gRPC deadline, Lambda's remaining time) is admitted while its answer comes within
-it instead, and refused with the deadline's 504 / DEADLINE_EXCEEDED otherwise. Each model has its own gate, so a slow
-model that is saturated refuses its own requests and never a fast model's. A model with its own queue policy
-(``max_queue_size`` or a queue timeout in config.pbtxt), one served by Triton, and one not measured yet are bounded
-by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's bound, and no adaptive gate unless
-``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
+answer stays within what a client accepts: twice the model's unloaded run plus the queueing target (``2 * alone +
+target``, ``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is a p99 within twice the unloaded p99
+plus the target; ``alone`` is the measured time of a request that ran alone (the minimum Vegas measures against).
+The time to its answer is the run in progress's remaining time (``run - elapsed``, none once it has run its measured
+time) plus one run for each run behind it, the request's own last: ``ceil((inflight + 1) / parallel) - 1`` runs,
+``parallel`` how many requests one run takes (the dynamic batch, else one). ``run`` is measured as the time between
+answers while the model stays busy (or a request's own time when it found the model idle); a faster run counts more
+than a slower one, so one stalled run is forgotten quickly. A request with its own deadline (gRPC deadline, Lambda's
+remaining time) is admitted while its answer comes within it instead, and refused with the deadline's 504 /
+DEADLINE_EXCEEDED otherwise. Each model has its own gate, so a slow model that is saturated refuses its own requests
+and never a fast model's. A model with its own queue policy (``max_queue_size`` or a queue timeout in config.pbtxt),
+one served by Triton, and one not measured yet are bounded by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set:
+the operator's bound, and no adaptive gate unless ``OIP_ADMISSION_TARGET_MS`` is set too;
+``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
 
 **Per worker** (``Admission.limit``): ``OIP_MAX_INFLIGHT``, else ``default_inflight``, a safety bound (64 requests
 per core plus two of the largest dynamic batch) that keeps a burst from piling up memory before any model is
@@ -89,7 +90,18 @@ class ModelGate:
     """One model's adaptive admission: its requests in flight, its measured run time (s; 0 until measured) and
     when its run in progress started, on ``clock`` (``time.monotonic``; a test gives its own)."""
 
-    __slots__ = ("clock", "inflight", "name", "parallel", "refused", "run_s", "run_started", "target_s")
+    __slots__ = (
+        "alone_from",
+        "alone_s",
+        "clock",
+        "inflight",
+        "name",
+        "parallel",
+        "refused",
+        "run_s",
+        "run_started",
+        "target_s",
+    )
 
     def __init__(self, name: str, parallel: int, target_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
@@ -98,6 +110,11 @@ class ModelGate:
         self.clock = clock
         self.inflight = 0
         self.run_s = 0.0
+        #: The time of a request that ran alone (admitted to an idle model, none admitted before its answer): the
+        #: unloaded run the accepted latency is held to (s; 0 until measured).
+        self.alone_s = 0.0
+        #: The admission time of the request running alone now, if one is.
+        self.alone_from: float | None = None
         #: When the run in progress started: the last answer, or the admission that found the model idle.
         self.run_started = 0.0
         self.refused = 0
@@ -123,10 +140,13 @@ class ModelGate:
             return 0.0
         return self.remaining_s(self.clock()) + (self.runs_for(self.inflight - 1) - 1) * self.run_s
 
+    def bound_s(self) -> float:
+        """The answer time a request is admitted within: twice the unloaded run plus the target."""
+        return 2 * (self.alone_s or self.run_s) + self.target_s
+
     def admits(self, deadline: Deadline | None) -> None:
         """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
-        run = self.run_s
-        if not run or not self.inflight:
+        if not self.run_s or not self.inflight:
             return
         expected = self.answer_s(self.clock())
         if deadline is not None:
@@ -138,7 +158,7 @@ class ModelGate:
                 f"model '{self.name}' would answer in about {expected * 1000:.0f} ms, after the request's deadline "
                 f"({deadline.source}, {max(remaining, 0) * 1000:.0f} ms left)"
             )
-        if expected <= 2 * run + self.target_s:
+        if expected <= self.bound_s():
             return
         self.refused += 1
         drain = self.drain_s()
@@ -153,6 +173,7 @@ class ModelGate:
         now = self.clock()
         if not self.inflight:
             self.run_started = now  # the model was idle: its run starts now
+        self.alone_from = None if self.inflight else now
         self.inflight += 1
         return now
 
@@ -166,6 +187,8 @@ class ModelGate:
         self.inflight -= 1
         if not answered:
             return  # refused on the way (a bad request, a passed deadline): no run ended
+        if self.alone_from == admitted:
+            self.alone_s = _average(self.alone_s, now - admitted)
         started = max(self.run_started, admitted)
         took = now - started
         run = self.run_s
@@ -175,15 +198,18 @@ class ModelGate:
         self.measured(took)
 
     def measured(self, sample_s: float) -> None:
-        """One run's measured time: the estimate follows a faster run by half the difference and a slower one by a
-        fifth of at most one more run, so one stalled run moves it by a fifth at most."""
-        run = self.run_s
-        if not run:
-            self.run_s = sample_s
-        elif sample_s < run:
-            self.run_s = run + _FALL * (sample_s - run)
-        else:
-            self.run_s = run + _RISE * min(sample_s - run, run)
+        """One run's measured time, between two answers (``_average``)."""
+        self.run_s = _average(self.run_s, sample_s)
+
+
+def _average(estimate: float, sample: float) -> float:
+    """A run-time estimate after one more sample: the first sample itself; then a faster run moves it by half the
+    difference, a slower one by a fifth of at most one more run, so one stalled run moves it by a fifth at most."""
+    if not estimate:
+        return sample
+    if sample < estimate:
+        return estimate + _FALL * (sample - estimate)
+    return estimate + _RISE * min(sample - estimate, estimate)
 
 
 #: ``gate_of(name)``: the gate of a model served in this process, None for one bounded otherwise (or unknown).

@@ -129,6 +129,31 @@ def test_a_model_at_four_fifths_of_its_capacity_is_never_refused() -> None:
     assert gate.refused == 0 and gate.run_s == pytest.approx(0.3)
 
 
+def test_the_bound_is_twice_the_run_of_a_request_alone_when_runs_together_are_slower() -> None:
+    """Alone a run takes 300 ms; two at once share the cores badly and answer 600 ms apart. The bound stays
+    700 ms (twice the unloaded run plus the target), and the wait is counted in the slower, shared runs."""
+    clock = Clock()
+    gate = _gate(0.3, clock=clock)
+    assert gate.alone_s == pytest.approx(0.3) and gate.bound_s() == pytest.approx(0.7)
+    first, second = gate.enter(), gate.enter()
+    clock.now += 0.6
+    gate.leave(first, answered=True)  # not alone: the unloaded run is unchanged
+    assert gate.alone_s == pytest.approx(0.3) and gate.run_s == pytest.approx(0.36)  # a fifth of one more run
+    gate.measured(0.6)
+    gate.measured(0.6)
+    run = gate.run_s
+    assert run > 0.4
+    with pytest.raises(Overloaded):  # the run in progress just started: run + run > 700 ms
+        gate.admits(None)
+    clock.now += 2 * run - 0.7 + 0.001  # less than 0.7 - run left of it
+    gate.admits(None)
+    gate.leave(second, answered=True)
+    alone = gate.enter()
+    clock.now += 0.2
+    gate.leave(alone, answered=True)  # alone again, and faster: the bound follows
+    assert gate.alone_s == pytest.approx(0.25) and gate.bound_s() == pytest.approx(0.6)
+
+
 def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:
     gate = _gate(0.0001)
     for _ in range(1000):  # a run in progress and a thousand more of 0.1 ms: within two runs and 100 ms
