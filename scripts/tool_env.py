@@ -61,6 +61,9 @@ TOOLS: dict[str, Tool] = {
     # perf_analyzer ships in the tritonclient 2.51.0 wheel (newer ones need a newer glibc), with the CUDA runtime
     # library it links (bench/perf_analyzer.py).
     "perf_analyzer": Tool(("tritonclient==2.51.0", "nvidia-cuda-runtime-cu12")),
+    # google-cloud-storage (the ``gcs`` extra) with a local GCS emulator, to read gs:// model repositories
+    # (adapters/repository/gcs.py) against it.
+    "gcs": Tool(("google-cloud-storage==3.17.1", "gcp-storage-emulator==2026.7.19")),
     # Other ways to run ``oip serve``'s app with several workers (bench/bench_servers.py): gunicorn with uvicorn's
     # worker class and granian, beside the app's own dependencies at the lock's versions.
     "servers": Tool(("gunicorn==27.0.1", "uvicorn-worker==0.4.0", "granian[uvloop]==2.8.7"), project_extras=("grpc",)),
