@@ -1,6 +1,9 @@
 """Batch prediction over JSON Lines of V2 requests, in chunks of ``chunk_size`` rows so memory stays bounded
 whatever the file size; each input line yields one output line, in input order: a V2 inference response, or
 ``{"error": ..., "line": n}`` (a blank line too is an error row, so line k of the output answers line k).
+
+A chunk's plain lines are decoded and answered together (``merged_lines.py``, ``chunks.run_merged``); the
+others one by one (``job.parse_rows``, ``chunks.run_chunk``), with the same answers and errors.
 """
 
 from __future__ import annotations
@@ -9,9 +12,37 @@ import time
 from collections.abc import Callable, Iterable
 from itertools import islice
 
-from handler.batch.chunks import run_chunk
+from handler.batch.chunks import run_chunk, run_merged
 from handler.batch.job import BatchJob, BatchSummary, Stop, Write, parse_rows
+from handler.batch.merged_lines import group_lines, merge_group
 from handler.inference.service import InferenceService
+
+
+async def predict_chunk(
+    service: InferenceService, job: BatchJob, chunk: list[tuple[int, bytes]], summary: BatchSummary
+) -> list[bytes]:
+    """The output lines of a chunk of numbered lines, in order (errors counted in ``summary``)."""
+    first = chunk[0][0]
+    outputs: list[bytes | None] = [None] * len(chunk)
+    groups, alone = group_lines(job, chunk)
+    merged = []
+    for group in groups:
+        if await merge_group(service, job, group):
+            merged.append(group)
+        else:
+            alone += zip(group.lines, group.raws, strict=True)
+    if alone:
+        alone.sort(key=lambda numbered: numbered[0])
+        rows = await parse_rows(service, job, alone, summary)
+        await run_chunk(service, rows, summary)
+        for row in rows:
+            outputs[row.line - first] = row.output
+    for group in merged:
+        for line, output in zip(group.lines, await run_merged(service, group, summary), strict=True):
+            outputs[line - first] = output
+    if any(output is None for output in outputs):  # never: every row ends with one output line
+        raise RuntimeError(f"{len(chunk)} rows gave {sum(o is not None for o in outputs)} output lines")
+    return outputs  # type: ignore[return-value]  # none is None, past the check above
 
 
 async def predict_jsonl(
@@ -36,11 +67,7 @@ async def predict_jsonl(
             summary.complete = True
             break
         summary.rows_in += len(chunk)
-        rows = await parse_rows(service, job, chunk, summary)
-        await run_chunk(service, rows, summary)
-        outputs = [row.output for row in rows if row.output is not None]
-        if len(outputs) != len(chunk):  # never: every row ends with one output line
-            raise RuntimeError(f"{len(chunk)} rows gave {len(outputs)} output lines")
+        outputs = await predict_chunk(service, job, chunk, summary)
         write(b"\n".join(outputs) + b"\n")
         summary.rows_out += len(outputs)
         if progress is not None:

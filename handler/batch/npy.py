@@ -16,8 +16,9 @@ from adapters.datatypes import datatype_of, numpy_dtype
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, Tensor, TensorSpec
 from handler.batch.cast import cast_rows, check_castable
-from handler.batch.chunks import run_chunk
-from handler.batch.job import BatchJob, BatchSummary, Row, Stop, Write
+from handler.batch.chunks import run_merged
+from handler.batch.job import BatchJob, BatchSummary, Stop, Write
+from handler.batch.merged_lines import MergedLines
 from handler.inference.service import InferenceService
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -110,19 +111,25 @@ async def predict_npy(
         kept = np.ones(count, dtype=bool)
         if array.dtype != plan.target:
             array, kept = cast_rows(array, plan.target)
-        rows = []
-        for index in range(count):
-            line = summary.rows_in + index + 1
-            row = Row(line, job.model, job.version)
-            if kept[index]:
-                tensor = Tensor(plan.spec.name, datatype, (1, *plan.shape[1:]), array[index : index + 1])
-                row.call = InferCall((tensor,), (), f"{job.id_prefix}{line}")
-            else:
-                row.output = summary.error(line, f"row {line}: a value does not fit {datatype} (--cast)")
-            rows.append(row)
+        first = summary.rows_in + 1
+        unfit = np.flatnonzero(~kept).tolist()
+        errors = {
+            first + i: summary.error(first + i, f"row {first + i}: a value does not fit {datatype} (--cast)")
+            for i in unfit
+        }
+        group = MergedLines(job.model, job.version, plan.spec.name, datatype, (1, *plan.shape[1:]))
+        group.lines = [line for line in range(first, first + count) if line not in errors]
+        group.ids = [f"{job.id_prefix}{line}" for line in group.lines]
+        outputs = [errors[line] for line in errors]
+        if group.lines:
+            rows = array[kept] if errors else array
+            group.call = InferCall((Tensor(plan.spec.name, datatype, rows.shape, rows),), (), None)
+            outputs = await run_merged(service, group, summary)
+            if errors:
+                answered = dict(zip(group.lines, outputs, strict=True))
+                outputs = [answered[line] if line in answered else errors[line] for line in range(first, first + count)]
         summary.rows_in += count
-        await run_chunk(service, rows, summary)
-        write(b"".join(row.output + b"\n" for row in rows if row.output is not None))
+        write(b"".join(output + b"\n" for output in outputs))
         summary.rows_out += count
         remaining -= count
         if progress is not None:

@@ -199,6 +199,42 @@ class InferenceService:
         finally:
             ticket.leave(answered)
 
+    async def infer_merged(self, name: str, version: str | None, call: InferCall, requests: int) -> InferResult | None:
+        """``requests`` decoded requests of equal row counts that their decoder merged into ``call`` (a batch
+        chunk's lines: inputs without content types or S3 references, no requested outputs), answered as
+        ``infer_many`` answers them when they run as one: admitted together, each request within
+        OIP_MAX_TENSOR_BYTES, counted and observed as a request of its own; one result holding every request's
+        rows in order. None (nothing observed or counted) when they cannot be answered together (a content type
+        to apply, a request over the tensor limit, a refusal, a failed execution): ``infer_many`` then answers
+        each as it answers it alone."""
+        model = self.dataplane.resolve(name, version)
+        try:
+            defaults = model_defaults(model)  # an unknown model's error: each request's own, from infer_many
+        except V2Error:
+            return None
+        if defaults or any(t.data.nbytes // requests > self.max_tensor_bytes for t in call.inputs):
+            return None
+        observing = [self.observe(name, version) for _ in range(requests)]
+        try:
+            ticket = self._admit(name)
+        except V2Error:
+            return None
+        answered = False
+        try:
+            with self.span("run"):
+                ran = await self.dataplane.run_merged(model, call, requests)
+            if ran is None:
+                return None
+            observations = [context.__enter__() for context in observing]
+            result = await self._finish(Prepared(call, None, None), ran, observations[0])
+            answered = True
+        finally:
+            ticket.leave(answered)
+        for context, observation in zip(observing, observations, strict=True):
+            observation.version = result.model_version
+            context.__exit__(None, None, None)
+        return result
+
     def _admit(self, name: str) -> Ticket:
         """The request's admission (``Ticket``), if its deadline has not passed and the process admits it; else
         its error, at once."""

@@ -18,6 +18,7 @@ from adapters.types import Execution, InferCall, InferResult, ModelIndexEntry, M
 from handler import __version__
 from handler.protocol.classification import class_count, classify
 from handler.protocol.limits import TensorCounts
+from handler.protocol.merged_run import execution_shares, holds_rows, joined_results, merged_parts
 from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
 from handler.protocol.model_config import auto_config
 from handler.protocol.resolved_model import ResolvedModel
@@ -235,6 +236,35 @@ class DataPlane:
         if calls[0].outputs:
             results = [await self._classify(model, call, one) for call, one in zip(calls, results, strict=True)]
         return results
+
+    async def run_merged(self, model: ResolvedModel, call: InferCall, requests: int) -> InferResult | None:
+        """``requests`` requests of equal row counts that their decoder merged into ``call`` (no requested
+        outputs), run as ``run_many`` runs requests it merges itself: in executions of at most ``max_batch_size``
+        rows, each request counted with its share, one result holding every request's rows in order. None
+        (nothing counted) when the model's inputs do not concatenate or an execution fails: ``run_many`` then."""
+        if call.outputs:
+            return None
+        try:
+            cap = row_cap(await self.model_metadata_of(model)) if requests > 1 else 1
+        except V2Error:
+            return None
+        if not cap:
+            return None
+        rows = call.inputs[0].shape[0] // requests
+        ran: list[tuple[int, int, InferResult]] = []
+        for count, part in merged_parts(call, requests, cap):
+            started = time.perf_counter_ns()
+            try:
+                result = await model.backend.infer(part)
+            except V2Error:
+                return None
+            if requests > 1 and not holds_rows(result, count * rows):
+                return None
+            ran.append((count, started, result))
+        for count, started, result in ran:
+            executions = execution_shares(result.execution, count, rows) if requests > 1 else (result.execution,)
+            self._count(model.name, result.model_version, started, executions)
+        return joined_results([result for _, _, result in ran])
 
     def passes_through(self, name: str) -> bool:
         """Whether ``name`` is a Triton model whose inference bodies may go to Triton as they are."""

@@ -1,0 +1,82 @@
+"""A merged result's JSON lines, one per request, in one pass over each output: the bytes
+``job.encode_line`` gives each request's own result (its rows of every output), without a result, tensor or
+document per request. Outputs of numeric datatypes only (orjson's numpy serialisation, the same as for one
+request's); None for anything else, which ``encode_line`` then encodes request by request.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import orjson
+
+from adapters.types import InferResult
+
+#: Datatypes ``encode_json_data`` gives to orjson as the array they are (no conversion per element).
+NUMERIC: Final = frozenset(
+    {"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "FP16", "FP32", "FP64"}
+)
+
+
+def _rows_data(data: np.ndarray, requests: int) -> list[bytes] | None:
+    """Each request's part of an output (``requests`` equal parts of its rows) as the JSON array of its elements."""
+    flat = np.ascontiguousarray(data).reshape(requests, -1)
+    try:
+        text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError:
+        return None
+    pieces = text[2:-2].split(b"],[")
+    if len(pieces) != requests:  # never for numbers: their JSON holds no "],["
+        return None
+    return pieces
+
+
+def encode_lines(result: InferResult, ids: list[str], rows: int) -> list[bytes] | None:
+    """One JSON line per request (``ids`` in order, ``rows`` rows of every output each); None when an output is
+    not numeric or does not hold ``rows`` rows per request."""
+    requests = len(ids)
+    heads: list[bytes] = []
+    tails: list[bytes] = []
+    datas: list[list[bytes]] = []
+    for out in result.outputs:
+        if out.datatype not in NUMERIC or not out.shape or out.shape[0] != rows * requests:
+            return None
+        if not isinstance(out.data, np.ndarray) or out.data.dtype.hasobject:
+            return None
+        pieces = _rows_data(out.data, requests)
+        if pieces is None:
+            return None
+        entry = {"name": out.name, "datatype": out.datatype, "shape": [rows, *out.shape[1:]]}
+        heads.append(orjson.dumps(entry)[:-1] + b',"data":[')
+        tails.append(
+            b"]"
+            + (
+                b',"parameters":' + orjson.dumps(dict(out.parameters), option=orjson.OPT_SERIALIZE_NUMPY)
+                if out.parameters
+                else b""
+            )
+            + b"}"
+        )
+        datas.append(pieces)
+    model = orjson.dumps({"model_name": result.model_name, "model_version": result.model_version})[1:-1]
+    middle = b"," + model + b',"outputs":['
+    end = (
+        b"]"
+        + (
+            b',"parameters":' + orjson.dumps(dict(result.parameters), option=orjson.OPT_SERIALIZE_NUMPY)
+            if result.parameters
+            else b""
+        )
+        + b"}"
+    )
+    lines = []
+    for index, line_id in enumerate(ids):
+        parts = [b'{"id":', orjson.dumps(line_id), middle]
+        for number, (head, tail, pieces) in enumerate(zip(heads, tails, datas, strict=True)):
+            if number:
+                parts.append(b",")
+            parts += (head, pieces[index], tail)
+        parts.append(end)
+        lines.append(b"".join(parts))
+    return lines

@@ -1,0 +1,157 @@
+"""A chunk's plain lines decoded together into merged calls (``MergedLines``), one per model, input, datatype and
+shape, instead of one call per line.
+
+A line is plain when it is a JSON object of at most 32 KiB (smaller than the bodies the request decoder gives to
+simdjson) holding one input (``name``, ``datatype`` FP16, FP32 or FP64, ``shape`` of integers, ``data`` an array)
+and nothing else but a string ``id``, ``model_name`` and ``model_version``, with no string anywhere else (its
+``"`` bytes are exactly those of its keys and strings, so no key is given twice). The first line of each group is
+decoded alone by the request decoder (``job.parse_line``, ``job.decode_document``): the envelope's checks (name,
+datatype, shape, the tensor limit, the model's counts) are made once for the group, whose other lines differ from
+it only in their data and id. The group's data is then converted in one ``np.array`` of the datatype, as the
+decoder converts one line's. Every other line, and every line of a group whose first line or merged data fails,
+is decoded alone (``job.parse_rows``), so that each gets the error it gets alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import orjson
+
+from adapters.datatypes import numpy_dtype
+from adapters.errors import V2Error
+from adapters.types import InferCall, Tensor
+from handler.batch.job import BatchJob, decode_document, parse_line
+from handler.batch.lines import OverlongLine
+from handler.codecs.bounds import MAX_NAME_CHARS
+from handler.codecs.json_numeric import MIN_FAST_BYTES
+from handler.inference.service import InferenceService
+
+#: Datatypes whose JSON data the decoder converts with one ``np.array`` call of the dtype (``json_data.py``).
+FLOAT_DATATYPES: Final = frozenset({"FP16", "FP32", "FP64"})
+#: Keys a plain line may hold besides ``inputs``.
+_OPTIONAL: Final = frozenset({"id", "model_name", "model_version"})
+
+
+@dataclass
+class MergedLines:
+    """Lines of one chunk answered by one merged call: their line numbers and ids in order, ``rows`` rows each."""
+
+    model: str
+    version: str | None
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    lines: list[int] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    raws: list[bytes] = field(default_factory=list)
+    data: list[Any] = field(default_factory=list)
+    call: InferCall | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.shape[0]
+
+    def row_calls(self) -> list[InferCall]:
+        """Each line's own call (its rows of the merged inputs), as the decoder gives it alone."""
+        assert self.call is not None
+        rows = self.rows
+        return [
+            InferCall(
+                tuple(
+                    Tensor(t.name, t.datatype, self.shape, t.data[i * rows : (i + 1) * rows]) for t in self.call.inputs
+                ),
+                (),
+                line_id,
+            )
+            for i, line_id in enumerate(self.ids)
+        ]
+
+
+def _plain(raw: bytes, job: BatchJob) -> tuple[tuple[Any, ...], str, Any] | None:
+    """A plain line's group key, id (None when it gives none) and data; None for any other line."""
+    if isinstance(raw, OverlongLine) or len(raw) >= MIN_FAST_BYTES:
+        return None
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(document) is not dict:
+        return None
+    inputs = document.get("inputs")
+    if type(inputs) is not list or len(inputs) != 1 or len(document) > 4:
+        return None
+    for key in document:
+        if key != "inputs" and key not in _OPTIONAL:
+            return None
+    item = inputs[0]
+    if type(item) is not dict or len(item) != 4:
+        return None
+    name, datatype, shape, data = item.get("name"), item.get("datatype"), item.get("shape"), item.get("data")
+    if type(name) is not str or type(datatype) is not str or type(data) is not list or type(shape) is not list:
+        return None
+    if datatype not in FLOAT_DATATYPES or not shape:
+        return None
+    for dim in shape:
+        if type(dim) is not int:
+            return None
+    if shape[0] < 1:
+        return None
+    line_id = document.get("id")
+    model = document.get("model_name") or job.model
+    version = document.get("model_version") or job.version
+    if line_id is not None and (type(line_id) is not str or len(line_id) > MAX_NAME_CHARS):
+        return None
+    if type(model) is not str or not (version is None or type(version) is str):
+        return None
+    if raw.count(b'"') != 10 + 4 * len(document):  # a string in the data, an escaped quote, a key given twice
+        return None
+    return (model, version, name, datatype, tuple(shape)), line_id, data
+
+
+def group_lines(job: BatchJob, chunk: list[tuple[int, bytes]]) -> tuple[list[MergedLines], list[tuple[int, bytes]]]:
+    """The chunk's plain lines in groups (by model, version, input name, datatype and shape, in line order), and
+    the other lines, each to be decoded alone."""
+    groups: dict[tuple[Any, ...], MergedLines] = {}
+    alone: list[tuple[int, bytes]] = []
+    for line, raw in chunk:
+        plain = _plain(raw, job)
+        if plain is None:
+            alone.append((line, raw))
+            continue
+        key, line_id, data = plain
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = MergedLines(*key)
+        group.lines.append(line)
+        group.ids.append(line_id if line_id is not None else f"{job.id_prefix}{line}")
+        group.raws.append(raw)
+        group.data.append(data)
+    return list(groups.values()), alone
+
+
+async def merge_group(service: InferenceService, job: BatchJob, group: MergedLines) -> bool:
+    """Decode ``group`` into its merged call: its first line alone through the request decoder, then every line's
+    data in one conversion. False when either fails (its lines are then decoded alone)."""
+    try:
+        first = group.raws[0]
+        model, version, document = parse_line(service, first, f"line {group.lines[0]}", job.model, job.version)
+        decode_call = await decode_document(service, service.dataplane.resolve(model, version), document)
+    except V2Error:
+        return False
+    if decode_call.outputs or decode_call.parameters or any(t.parameters for t in decode_call.inputs):
+        return False
+    count = int(np.prod(group.shape))
+    try:
+        with np.errstate(over="ignore"):
+            array = np.array(group.data, dtype=numpy_dtype(group.datatype))
+    except (ValueError, TypeError, OverflowError):
+        return False
+    if array.size != count * len(group.lines):
+        return False
+    merged = (group.rows * len(group.lines), *group.shape[1:])
+    group.call = InferCall((Tensor(group.name, group.datatype, merged, array.reshape(merged)),), (), None)
+    group.data = group.raws = []
+    return True
