@@ -85,6 +85,14 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def rate(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    value = non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a number greater than 0."""
     try:
@@ -293,8 +301,21 @@ def add_batch(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     batch.add_argument("--model-repository", help=REPOSITORY_HELP)
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_comparison(batch)
     batch.set_defaults(run=_lazy("batch"))
     return batch
+
+
+def add_comparison(batch: argparse.ArgumentParser) -> None:
+    """``oip batch``'s comparison of two versions (``handler/cli/batch_compare.py``)."""
+    compare = batch.add_argument_group(
+        "comparing two versions",
+        "answer every line with its version and with --compare-version, write a comparison report instead of "
+        "predictions (exit status 3 when the agreement is below --min-agreement)",
+    )
+    compare.add_argument("--compare-version", metavar="VERSION", help="the candidate version to compare")
+    compare.add_argument("--compare-report", metavar="PATH", help="the report (JSON; default: INPUT.comparison.json)")
+    compare.add_argument("--min-agreement", type=rate, metavar="RATE", help="the least agreement (0 to 1) that passes")
 
 
 def add_redrive(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -61,7 +61,12 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
     from handler.protocol.settings import Settings
 
     settings = Settings.from_env(model_repository=args.model_repository)
-    return predict_file(args, files, interrupt, InferenceService(_dataplane(settings), settings))
+    service = InferenceService(_dataplane(settings), settings)
+    if args.compare_version is not None:  # two versions compared, no predictions written
+        from handler.cli.batch_compare import compare_file
+
+        return compare_file(args, files, interrupt, service)
+    return predict_file(args, files, interrupt, service)
 
 
 def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt, service: InferenceService) -> int:
