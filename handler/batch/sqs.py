@@ -26,8 +26,9 @@ from handler.batch.job import decode_document, encode_line, parse_line
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
+from handler.protocol.lambda_settings import LambdaSettings
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import LambdaSettings, SettingsError
+from handler.protocol.variables import SettingsError
 from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)

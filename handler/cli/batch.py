@@ -79,7 +79,7 @@ def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interru
     from handler.batch.lines import bounded_lines, read_chunks
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
-    from handler.protocol.settings import BatchSettings
+    from handler.protocol.lambda_settings import BatchSettings
     from handler.runtime.loop import run
 
     args.model = args.model or BatchSettings.from_env().default_model  # --model, else OIP_BATCH_MODEL

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from adapters.errors import InvalidInput
+from handler.protocol.variables import PORT, Choice, Text, raw
 
 SERVER: Final = "server"
 SAGEMAKER: Final = "sagemaker"
@@ -67,6 +68,40 @@ class Platform:
     def port_variable(self) -> str:
         """The variable that sets ``oip serve``'s HTTP port on this platform (``--port`` beats it)."""
         return PORT_VARIABLES.get(self.name, "OIP_PORT")
+
+
+def read_platform(env: Mapping[str, str]) -> Platform:
+    """Where and what ``oip serve`` serves, as the platform's variables say (``Settings.platform``)."""
+    chosen = Choice((SERVER, SAGEMAKER, VERTEX)).read_variable(env, "OIP_PLATFORM", "")
+    if not chosen:
+        if raw(env, "SAGEMAKER_BIND_TO_PORT"):
+            chosen = SAGEMAKER
+        elif any(raw(env, key) for key in ("AIP_HTTP_PORT", "AIP_HEALTH_ROUTE", "AIP_PREDICT_ROUTE")):
+            chosen = VERTEX
+        else:
+            chosen = SERVER
+    default_model = raw(env, "OIP_DEFAULT_MODEL")
+    repository = raw(env, "MODEL_REPOSITORY")
+    if chosen == SAGEMAKER:
+        return Platform(
+            SAGEMAKER,
+            "0.0.0.0",
+            PORT.read_variable(env, "SAGEMAKER_BIND_TO_PORT", PLATFORM_PORT),
+            repository or SAGEMAKER_MODEL_DIR,
+            default_model=default_model or raw(env, "SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"),
+        )
+    if chosen == VERTEX:
+        return Platform(
+            VERTEX,
+            "0.0.0.0",
+            PORT.read_variable(env, "AIP_HTTP_PORT", PLATFORM_PORT),
+            repository or raw(env, "AIP_STORAGE_URI"),
+            raw(env, "AIP_HEALTH_ROUTE"),
+            raw(env, "AIP_PREDICT_ROUTE"),
+            default_model,
+        )
+    host = Text().read_variable(env, "OIP_HOST", "127.0.0.1")
+    return Platform(SERVER, host, PORT.read_variable(env, "OIP_PORT", 8000), default_model=default_model)
 
 
 def split_model(text: str) -> tuple[str, str | None]:

@@ -3,7 +3,9 @@
 - ``environment_variables()``: every environment variable ``handler/`` and ``adapters/`` read, found by an AST
   walk (``os.environ.get(K)``, ``os.environ[K]``, ``os.getenv(K)``, ``K in env``, ``env.get(K)`` on a mapping
   bound to the environment), with ``K`` resolved through string constants, imported constants, the tuples a loop
-  runs over and the call sites of the helper functions that take the name as a parameter.
+  runs over and the call sites of the helper functions that take the name as a parameter; a declared setting's
+  ``declaration.variable`` stands for every variable the settings dataclasses declare (``declared_settings()``).
+- ``declared_settings()``: every variable a settings field is declared with, its reader and its default.
 - ``cli_options()``: every ``oip`` subcommand's options and positionals, from the argparse parser ``oip`` runs.
 - ``template_parameters()``: template.yaml's parameters and their defaults, CloudFormation's tags accepted.
 """
@@ -27,6 +29,22 @@ SCANNED = ("handler", "adapters")
 #: Local names that hold the process environment (``env = os.environ``, or a ``Mapping`` parameter standing for it).
 ENVIRONMENT_NAMES = frozenset({"env", "environ", "environment"})
 READ_METHODS = frozenset({"get", "setdefault"})
+
+
+#: The settings dataclasses, each field declared with its variable (handler/protocol/variables.py's ``setting``).
+SETTINGS_CLASSES = (
+    "handler.protocol.settings:Settings",
+    "handler.protocol.lambda_settings:LambdaSettings",
+    "handler.protocol.lambda_settings:BatchSettings",
+)
+
+
+def declared_settings() -> dict[str, tuple[Any, Any]]:
+    """Every variable a settings field is declared with -> (its reader, the field's default)."""
+    from handler.protocol.variables import declared_variables
+
+    classes = [getattr(importlib.import_module(path), name) for path, name in (c.split(":") for c in SETTINGS_CLASSES)]
+    return declared_variables(*classes)
 
 
 class UnresolvedName(Exception):
@@ -95,6 +113,8 @@ class _Resolver:
             raise UnresolvedName(f"{module.path}:{node.lineno}: too deep")
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return {node.value}
+        if isinstance(node, ast.Attribute) and node.attr == "variable":
+            return set(declared_settings())  # a declaration's variable: any the settings declare
         if isinstance(node, ast.Attribute):
             return {self._imported_attribute(module, node)}
         if isinstance(node, ast.Name):

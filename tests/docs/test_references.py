@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from handler.protocol.status import GRPC_STATUS, HTTP_STATUS
-from tests.docs.code_reference import ROOT, SCANNED, cli_options, environment_variables, template_parameters
+from tests.docs.code_reference import (
+    ROOT,
+    SCANNED,
+    cli_options,
+    declared_settings,
+    environment_variables,
+    template_parameters,
+)
 from tests.docs.markdown import CODE, first_column_names, section, table_rows
 
 DOCS = ROOT / "docs"
@@ -25,6 +32,40 @@ def test_every_environment_variable_the_code_reads_is_in_the_configuration_refer
     documented = first_column_names(section(CONFIGURATION, "Environment variables"))
     missing = {name: sorted(modules) for name, modules in environment_variables().items() if name not in documented}
     assert not missing, f"read by the code, missing from docs/configuration.md: {missing}"
+
+
+def _shown(text: str, reader: object) -> object:
+    """A default as the page spells it, read as the setting's reader reads its variable."""
+    from handler.protocol.variables import Reader
+
+    assert isinstance(reader, Reader)
+    return reader.parse("shown", text)
+
+
+def test_the_reference_shows_each_declared_setting_with_its_default() -> None:
+    """Every variable a settings field is declared with has its row; a field of one variable (not one read from
+    several) with a default that is a value shows that default as the row's code span (the n-th one, in a row
+    naming several variables with as many defaults), read as its variable is read."""
+    rows = {
+        name: (index, row)
+        for row in table_rows(section(CONFIGURATION, "Environment variables"))
+        for index, name in enumerate(CODE.findall(row[0]))
+    }
+    declared = declared_settings()
+    assert not set(declared) - set(rows), f"declared, missing from docs/configuration.md: {set(declared) - set(rows)}"
+    wrong, checked = {}, 0
+    for name, (reader, default) in declared.items():
+        index, row = rows[name]
+        if type(reader).__name__ in ("Derived", "Parsed") or default in (None, "") or isinstance(default, tuple):
+            continue
+        shown = CODE.findall(row[1])
+        assert shown, f"{name}: the page shows no default, the code's is {default!r}"
+        text = shown[index] if len(shown) == len(CODE.findall(row[0])) else shown[0]
+        checked += 1
+        if _shown(text, reader) != default:
+            wrong[name] = (text, default)
+    assert not wrong, f"the page's default, the code's: {wrong}"
+    assert checked >= 30, checked  # the check reads most of the table
 
 
 def test_every_oip_variable_the_reference_lists_is_read_by_the_code() -> None:
@@ -47,10 +88,11 @@ def test_the_environment_scan_finds_reads_of_every_form() -> None:
     found = environment_variables()
     for name, module in [
         ("ORT_DISABLE_TELEMETRY", "adapters.onnx"),  # os.environ.setdefault("...")
-        ("OIP_STATS_DIR", "handler.protocol.settings"),  # _read_optional(env, MODULE_CONSTANT)
-        ("AIP_PREDICT_ROUTE", "handler.protocol.settings"),  # any(_raw(env, key) for key in (...))
-        ("SAGEMAKER_BIND_TO_PORT", "handler.protocol.settings"),  # _read_port(env, "...") -> _read_int -> _raw
-        ("OIP_MAX_BODY_BYTES", "handler.protocol.settings"),  # _read_int(env, "...", ...)
+        ("OIP_STATS_DIR", "handler.protocol.variables"),  # setting(MODULE_CONSTANT, ...): a declared variable
+        ("AIP_PREDICT_ROUTE", "handler.protocol.variables"),  # any(raw(env, key) for key in (...))
+        ("SAGEMAKER_BIND_TO_PORT", "handler.protocol.variables"),  # PORT.read_variable(env, "...") -> raw
+        ("OIP_MAX_BODY_BYTES", "handler.protocol.variables"),  # setting("...", ...): a declared variable
+        ("ORT_DISABLE_TELEMETRY", "handler.protocol.settings"),  # env.get("...", default)
         ("OIP_ROLLOUT_CHECKS", "handler.rollout.hook"),  # os.environ.get("...")
     ]:
         assert module in found.get(name, set()), name

@@ -17,20 +17,18 @@ from typing import Any
 import pytest
 
 from adapters.triton.settings import TritonRoute
+from handler.protocol.lambda_settings import BatchSettings, LambdaSettings
 from handler.protocol.platform import Platform
-from handler.protocol.settings import (
-    OFF,
-    ON,
-    VARIABLES,
-    BatchSettings,
-    LambdaSettings,
-    Settings,
-    SettingsError,
-)
+from handler.protocol.settings import VARIABLES, Settings
+from handler.protocol.variables import OFF, ON, Reader, SettingsError, declared
 from tests.docs.code_reference import environment_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_MODULE = "handler/protocol/settings.py"
+#: The modules whose ``from_env`` takes this process's environment when given none.
+ENVIRONMENT_MODULES = {SETTINGS_MODULE, "handler/protocol/lambda_settings.py"}
+#: The modules that read a variable's value (the readers) or name one outside a declaration (the settings module).
+SETTINGS_READERS = {"handler.protocol.variables", "handler.protocol.settings"}
 
 #: (variable, Settings field, value given, value read)
 SETTINGS_READS: list[tuple[str, str, str, Any]] = [
@@ -171,7 +169,7 @@ def test_each_variable_is_read_into_its_field_with_its_type(name: str, field: st
 
 
 def test_the_tables_above_cover_every_variable_the_settings_module_reads() -> None:
-    read_here = {name for name, modules in environment_variables().items() if "handler.protocol.settings" in modules}
+    read_here = {name for name, modules in environment_variables().items() if modules & SETTINGS_READERS}
     tested = {name for name, *_ in (*SETTINGS_READS, *LAMBDA_READS, *BATCH_READS, *TRITON_READS)}
     assert read_here == tested | PLATFORM_VARIABLES | LIBRARY_VARIABLES
 
@@ -255,6 +253,22 @@ def test_a_lambda_function_batches_nothing_and_runs_models_inline_unless_told() 
     assert Settings.for_lambda({"OIP_INLINE_RUN_MS": "1000000"}).inline_run_ms == 1_000_000
     assert Settings.for_lambda({}, inline_run_ms=2.0, model_repository="/m").inline_run_ms == 2.0
     assert Settings.for_lambda({}, model_repository=None).model_repository == Settings().model_repository
+
+
+def test_every_field_is_declared_once_with_its_variable_reader_and_meaning() -> None:
+    """Each field of the three settings classes carries its declaration; no variable is declared twice."""
+    variables = [
+        declaration.variable
+        for cls in (Settings, LambdaSettings, BatchSettings)
+        for each, declaration in declared(cls)
+        if declaration.doc.strip() and isinstance(declaration.reader, Reader)
+    ]
+    assert len(variables) == sum(len(fields(cls)) for cls in (Settings, LambdaSettings, BatchSettings))
+    assert len(set(variables)) == len(variables)
+    assert {name for name, *_ in (*SETTINGS_READS, *LAMBDA_READS, *BATCH_READS)} >= set(variables) - {
+        "OIP_TRITON_URL",  # Triton's settings, read from OIP_TRITON_* (TRITON_READS)
+        "OIP_PLATFORM",  # the platform, read from PLATFORM_VARIABLES
+    }
 
 
 def test_to_env_gives_a_child_process_the_same_settings() -> None:
@@ -343,7 +357,7 @@ def test_the_lambda_init_stops_with_the_line_as_its_error() -> None:
     result = _lambda_init(OIP_TRACING="maybe")
     assert result.returncode == 1 and not result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert last == f"handler.protocol.settings.SettingsError: OIP_TRACING='maybe': expected {FLAG_ERROR}"
+    assert last == f"handler.protocol.variables.SettingsError: OIP_TRACING='maybe': expected {FLAG_ERROR}"
 
 
 def test_oip_tracing_true_turns_tracing_on_and_the_init_leaves_the_environment_as_it_was() -> None:
@@ -405,11 +419,11 @@ def _environment_touches(tree: ast.Module) -> list[tuple[ast.AST, str | None]]:
 
 def test_only_the_settings_module_touches_the_environment() -> None:
     """An AST scan of handler/ and adapters/: ``os.environ``, ``os.getenv``, ``os.putenv`` and their imports appear
-    in the settings module; elsewhere only as ``ENVIRONMENT_EXCEPTIONS`` lists, each naming its variable."""
+    in the settings modules; elsewhere only as ``ENVIRONMENT_EXCEPTIONS`` lists, each naming its variable."""
     offences = []
     for path in sorted([*(ROOT / "handler").rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]):
         relative = path.relative_to(ROOT).as_posix()
-        if relative == SETTINGS_MODULE:
+        if relative in ENVIRONMENT_MODULES:
             continue
         allowed = ENVIRONMENT_EXCEPTIONS.get(relative, set())
         for node, name in _environment_touches(ast.parse(path.read_text(), relative)):
