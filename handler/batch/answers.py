@@ -13,6 +13,7 @@ import orjson
 
 from adapters.types import InferResult
 
+NUMPY: Final = orjson.OPT_SERIALIZE_NUMPY
 #: Datatypes ``encode_json_data`` gives to orjson as the array they are (no conversion per element).
 NUMERIC: Final = frozenset(
     {"BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "FP16", "FP32", "FP64"}
@@ -23,7 +24,7 @@ def _rows_data(data: np.ndarray, requests: int) -> list[bytes] | None:
     """Each request's part of an output (``requests`` equal parts of its rows) as the JSON array of its elements."""
     flat = np.ascontiguousarray(data).reshape(requests, -1)
     try:
-        text = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)
+        text = orjson.dumps(flat, option=NUMPY)
     except orjson.JSONEncodeError:
         return None
     pieces = text[2:-2].split(b"],[")
@@ -39,6 +40,8 @@ def encode_lines(result: InferResult, ids: list[str], rows: int) -> list[bytes] 
     heads: list[bytes] = []
     tails: list[bytes] = []
     datas: list[list[bytes]] = []
+    if not result.outputs:
+        return None
     for out in result.outputs:
         if out.datatype not in NUMERIC or not out.shape or out.shape[0] != rows * requests:
             return None
@@ -48,35 +51,23 @@ def encode_lines(result: InferResult, ids: list[str], rows: int) -> list[bytes] 
         if pieces is None:
             return None
         entry = {"name": out.name, "datatype": out.datatype, "shape": [rows, *out.shape[1:]]}
-        heads.append(orjson.dumps(entry)[:-1] + b',"data":[')
+        heads.append(orjson.dumps(entry, option=NUMPY)[:-1] + b',"data":[')
         tails.append(
             b"]"
-            + (
-                b',"parameters":' + orjson.dumps(dict(out.parameters), option=orjson.OPT_SERIALIZE_NUMPY)
-                if out.parameters
-                else b""
-            )
+            + (b',"parameters":' + orjson.dumps(dict(out.parameters), option=NUMPY) if out.parameters else b"")
             + b"}"
         )
         datas.append(pieces)
     model = orjson.dumps({"model_name": result.model_name, "model_version": result.model_version})[1:-1]
-    middle = b"," + model + b',"outputs":['
     end = (
         b"]"
-        + (
-            b',"parameters":' + orjson.dumps(dict(result.parameters), option=orjson.OPT_SERIALIZE_NUMPY)
-            if result.parameters
-            else b""
-        )
+        + (b',"parameters":' + orjson.dumps(dict(result.parameters), option=NUMPY) if result.parameters else b"")
         + b"}"
     )
-    lines = []
-    for index, line_id in enumerate(ids):
-        parts = [b'{"id":', orjson.dumps(line_id), middle]
-        for number, (head, tail, pieces) in enumerate(zip(heads, tails, datas, strict=True)):
-            if number:
-                parts.append(b",")
-            parts += (head, pieces[index], tail)
-        parts.append(end)
-        lines.append(b"".join(parts))
-    return lines
+    # the bytes between a line's id and its first output's data, between two outputs' data, and after the last
+    joints = [b"," + model + b',"outputs":[' + heads[0]]
+    joints += [tails[k - 1] + b"," + heads[k] for k in range(1, len(heads))]
+    joints.append(tails[-1] + end)
+    template = b'{"id":%b' + b"%b".join(joint.replace(b"%", b"%%") for joint in joints)
+    dumps = orjson.dumps
+    return [template % (dumps(values[0]), *values[1:]) for values in zip(ids, *datas, strict=True)]
