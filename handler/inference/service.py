@@ -54,11 +54,11 @@ from handler.inference.s3_tensors import (
     tensor_store,
 )
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.cores import available_cores
+from handler.config.cores import available_cores
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.limits import TensorCounts, check_allocation
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded
