@@ -27,6 +27,7 @@ from adapters.base import ModelBackend
 from adapters.errors import InvalidInput, ModelNotFound, ModelNotReady
 from adapters.repository.confined import inside_model
 from adapters.repository.model_config import load_model_config, string_parameter
+from adapters.repository.shadow import ShadowPlan, shadow_plan
 from adapters.types import ModelIndexEntry
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class ModelEntry:
     #: The model file at the top of the model's directory, served as version 1 (no version directories); None:
     #: each version's file is in its version directory.
     flat_file: str | None = None
+    #: config.pbtxt's ``shadow_version`` and its rate and timeout (``shadow.py``); None: no shadow.
+    shadow: ShadowPlan | None = None
 
 
 def _version_dirs(directory: Path) -> list[int]:
@@ -155,6 +158,7 @@ def _scan_model(directory: Path, default_override: str | None = None, name: str 
             source = "the deployment's default version" if default_override else "default_version"
             raise InvalidInput(f"model '{entry.name}': {source} {default} is not among {versions}")
         entry.default_version = default
+        entry.shadow = shadow_plan(entry.name, entry.parameters, versions, default)
     except InvalidInput as exc:
         entry.error = str(exc)
         logger.error("model %s unavailable: %s", entry.name, exc)

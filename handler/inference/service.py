@@ -53,6 +53,7 @@ from handler.inference.s3_tensors import (
     store_references,
     tensor_store,
 )
+from handler.inference.shadow import shadow_of
 from handler.observability.telemetry import InferObservation, Telemetry
 from handler.config.cores import available_cores
 from handler.protocol.dataplane import DataPlane
@@ -96,6 +97,9 @@ class InferenceService:
             dataplane,
             settings.dynamic_batching,
         )
+        #: ``oip serve`` (OIP_STATS_DIR): each model's ``shadow_version`` gets a sampled copy of the requests its
+        #: default answered, after the answer (``shadow.py``); None elsewhere.
+        self.shadow = shadow_of(dataplane, settings.stats_dir) if settings.stats_dir else None
 
     def known_counts(self, model: ResolvedModel) -> TensorCounts | None:
         """``counts`` when it is known without waiting; None when it is not."""
@@ -130,6 +134,8 @@ class InferenceService:
                 with self.span("run"):
                     ran = await self.dataplane.run(model, prepared.call)
                 result = await self._finish(prepared, ran, observation)
+                if self.shadow is not None:
+                    self.shadow.offer(model, prepared.call, ran)
                 answered = True
             finally:
                 ticket.leave(answered)

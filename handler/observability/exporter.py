@@ -18,7 +18,9 @@ custom-collector API; the workers never import it, and its multiprocess mode is 
 - Triton's host gauges ``nv_cpu_utilization``, ``nv_cpu_memory_total_bytes`` and ``nv_cpu_memory_used_bytes``;
 - ``process_*``: CPU seconds, resident and virtual memory and open files summed over the supervisor and its
   workers, the supervisor's start time and file limit;
-- ``oip_build_info``: the server's version, Python's and onnxruntime's.
+- ``oip_build_info``: the server's version, Python's and onnxruntime's;
+- shadow serving's comparisons (``oip_shadow_*``), from every worker's ``shadow-<pid>.json`` in the same
+  directory (``shadow_metrics.py``).
 
 With ``--workers N`` it runs in a process of its own that the supervisor forks and replaces (``workers.py``), so
 the supervisor stays single-threaded; with one worker, in a thread of the serving process. It answers at most
@@ -42,6 +44,7 @@ from typing import Any, Final
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from handler import __version__
+from handler.observability.shadow_metrics import ShadowMetrics
 from handler.protocol.statistics import BUCKETS_NS, FAILURE_REASONS, HISTOGRAMS, Snapshot, read_snapshot
 
 logger = logging.getLogger(__name__)
@@ -250,7 +253,8 @@ def registry(stats_dir: str | Path, root: int) -> Any:
     from prometheus_client import CollectorRegistry
 
     collected = CollectorRegistry(auto_describe=False)
-    for collector in (ModelMetrics(stats_dir), HostGauges(), ServerProcesses(root), BuildInfo()):
+    collectors = (ModelMetrics(stats_dir), ShadowMetrics(stats_dir), HostGauges(), ServerProcesses(root), BuildInfo())
+    for collector in collectors:
         collected.register(collector)
     return collected
 

@@ -1,0 +1,109 @@
+"""Shadow serving on ``oip serve``: a model's candidate version (config.pbtxt's ``shadow_version``,
+``adapters/repository/shadow.py``) receives a sampled copy of the requests its default version answered, and the
+two answers are compared (``observability/comparison.py``) and counted (``observability/shadow_metrics.py``).
+
+The default's answer never waits for its shadow: ``InferenceService.answer`` hands the call and the default's
+result to ``offer``, which only samples and puts them on a bounded queue (``QUEUE_SIZE``; when it is full the copy is
+dropped and counted ``overloaded``) and returns. One background task per worker takes the copies one at a time,
+after yielding to the event loop so that the answer in hand is sent first, and runs each through the data plane
+within its ``shadow_timeout_ms`` (else counted ``timeout``); any error is counted ``error`` and dropped. The task
+runs in a context of its own: no request's deadline, span or log keys reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import random
+from dataclasses import dataclass
+from typing import Final
+
+from adapters.repository.shadow import ShadowPlan
+from adapters.types import InferCall, InferResult
+from handler.observability.comparison import compare_outputs
+from handler.observability.shadow_metrics import Key, ShadowCounters
+from handler.protocol.dataplane import DataPlane
+from handler.protocol.resolved_model import ResolvedModel
+
+logger = logging.getLogger(__name__)
+
+#: Copies waiting for the shadow at most, per worker; more are dropped and counted ``overloaded``.
+QUEUE_SIZE: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    """One request the default answered, waiting for its shadow."""
+
+    key: Key
+    plan: ShadowPlan
+    call: InferCall
+    result: InferResult
+
+
+class Shadow:
+    """A worker's shadow: sampling, the bounded queue and the background task that runs the copies."""
+
+    def __init__(self, dataplane: DataPlane, counters: ShadowCounters) -> None:
+        self.dataplane = dataplane
+        self.counters = counters
+        self.queue: asyncio.Queue[Copy] = asyncio.Queue(QUEUE_SIZE)
+        self._task: asyncio.Task[None] | None = None
+
+    def plan(self, model: ResolvedModel, result: InferResult) -> ShadowPlan | None:
+        """The model's plan when its default version gave ``result``; None otherwise."""
+        if model.remote:
+            return None
+        entry = self.dataplane.repository.entry(model.name)
+        if entry.shadow is None or result.model_version != entry.default_version:
+            return None
+        return entry.shadow
+
+    def offer(self, model: ResolvedModel, call: InferCall, result: InferResult) -> None:
+        """Queue a sampled copy of a request the default answered; never raises, never waits."""
+        try:
+            plan = self.plan(model, result)
+            if plan is None or (plan.rate < 1 and random.random() >= plan.rate):
+                return
+            key = (model.name, result.model_version, plan.version)
+            try:
+                self.queue.put_nowait(Copy(key, plan, call, result))
+            except asyncio.QueueFull:
+                self.counters.failed(key, "overloaded")
+                return
+            if self._task is None or self._task.done():
+                loop = asyncio.get_running_loop()
+                self._task = loop.create_task(self._work(), context=contextvars.Context())
+        except Exception:  # a shadow never fails the answer
+            logger.exception("shadow copy of a request to %s not queued", model.name)
+
+    async def _work(self) -> None:
+        """Take copies one at a time while there are any; a copy's failure is counted, and the loop goes on."""
+        while not self.queue.empty():
+            copy = self.queue.get_nowait()
+            await asyncio.sleep(0)  # the answer in hand goes out first
+            try:
+                await self._run(copy)
+            except Exception:
+                logger.exception("shadow of %s version %s failed to count", copy.key[0], copy.plan.version)
+
+    async def _run(self, copy: Copy) -> None:
+        name = copy.key[0]
+        try:
+            target = self.dataplane.resolve(name, copy.plan.version)
+            shadowed = await asyncio.wait_for(self.dataplane.run(target, copy.call), copy.plan.timeout_s)
+        except TimeoutError:
+            self.counters.failed(copy.key, "timeout")
+            return
+        except Exception as exc:  # the candidate's own failure: counted and dropped
+            logger.debug("shadow of %s version %s failed: %s", name, copy.plan.version, exc)
+            self.counters.failed(copy.key, "error")
+            return
+        self.counters.compared(copy.key, compare_outputs(copy.result.outputs, shadowed.outputs))
+
+
+def shadow_of(dataplane: DataPlane, stats_dir: str) -> Shadow:
+    """A worker's ``Shadow``, its counters in ``stats_dir``; it costs a lookup per request of a model without a
+    ``shadow_version``."""
+    return Shadow(dataplane, ShadowCounters(stats_dir))

@@ -1,0 +1,154 @@
+"""Shadow serving on a real ``oip serve``: a model's ``shadow_version`` receives a copy of the requests its default
+answered, and the Prometheus metrics of the comparison equal what onnxruntime's two sessions give on the same
+inputs; a shadow that fails leaves every default answer 200 and counts its failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
+from tests.metrics_scrape import Scrape, scrape
+from tests.onnx_models import OPSET
+from tests.servers import OipServer, live, oip_serve, ready
+from tests.shadow_models import classifier_repository, rows
+
+#: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
+REQUESTS = 40
+LABELS = {"model": "clf", "version": "1", "shadow_version": "2"}
+
+
+@contextmanager
+def serving(repository: Path, probe: Callable[[OipServer], bool] = ready) -> Iterator[tuple[OipServer, str]]:
+    with oip_serve(env={"MODEL_REPOSITORY": str(repository)}, workers=1, metrics=True, probe=probe) as server:
+        yield server, f"http://127.0.0.1:{server.metrics_port}/metrics"
+
+
+def body(array: np.ndarray) -> dict:
+    return {
+        "inputs": [{"name": "input", "shape": list(array.shape), "datatype": "FP32", "data": array.ravel().tolist()}]
+    }
+
+
+def line_arrays() -> list[np.ndarray]:
+    """Most requests one row, every fifth three rows."""
+    data = rows(REQUESTS * 3, seed=5)
+    return [data[i * 3 : i * 3 + (3 if i % 5 == 0 else 1)] for i in range(REQUESTS)]
+
+
+def send(server: OipServer, arrays: list[np.ndarray], path: str = "/v2/models/clf/infer") -> list[dict]:
+    answers = []
+    with httpx.Client(base_url=f"http://{server.address}", timeout=30) as client:
+        for array in arrays:
+            response = client.post(path, json=body(array))
+            assert response.status_code == 200, response.text
+            answers.append(response.json())
+    return answers
+
+
+def settled(url: str, done: int) -> Scrape:
+    """The scrape once the shadow has compared or dropped ``done`` copies (as its counters say)."""
+    deadline = time.monotonic() + 120
+    while True:
+        metrics = scrape(url)
+        failures = sum(
+            metrics.value("oip_shadow_failures_total", **LABELS, reason=r) for r in ("error", "timeout", "overloaded")
+        )
+        if metrics.value("oip_shadow_compared_total", **LABELS) + failures >= done:
+            return metrics
+        assert time.monotonic() < deadline, "the shadow never caught up"
+        time.sleep(0.05)
+
+
+def by_hand(model: Path, arrays: list[np.ndarray]) -> dict:
+    one, two = (ort.InferenceSession(str(model / v / "model.onnx"), providers=["CPUExecutionProvider"]) for v in "12")
+    agreeing = label_agreeing = elements = 0
+    buckets = [0] * (len(DIFFERENCE_BOUNDS) + 1)
+    answers = []
+    for array in arrays:
+        p1, l1 = one.run(["probabilities", "label"], {"input": array})
+        p2, l2 = two.run(["probabilities", "label"], {"input": array})
+        answers.append(l1.tolist())
+        label_agreeing += int((l1 == l2).sum())
+        elements += l1.size
+        agreeing += bool((l1 == l2).all())
+        largest = float(np.abs(p1.astype(np.float64) - p2.astype(np.float64)).max())
+        buckets[next((i for i, b in enumerate(DIFFERENCE_BOUNDS) if largest <= b), len(DIFFERENCE_BOUNDS))] += 1
+    return {"agreeing": agreeing, "labels": (label_agreeing, elements), "buckets": buckets, "answers": answers}
+
+
+def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
+    model = classifier_repository(tmp_path / "models", "clf", perturbed, {"shadow_version": "2", "shadow_rate": "1"})
+    arrays = line_arrays()
+    hand = by_hand(model, arrays)
+    with serving(tmp_path / "models") as (server, url):
+        send(server, [arrays[0]], "/v2/models/clf/versions/2/infer")  # a request to the candidate: no copy
+        answers = send(server, arrays)
+        metrics = settled(url, REQUESTS)
+    assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand["answers"]
+    assert metrics.value("oip_shadow_compared_total", **LABELS) == REQUESTS
+    assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand["agreeing"]
+    for reason in ("error", "timeout", "overloaded"):
+        assert metrics.value("oip_shadow_failures_total", **LABELS, reason=reason) == 0
+    label_agreeing, elements = hand["labels"]
+    assert metrics.value("oip_shadow_output_elements_total", **LABELS, output="label") == elements
+    assert metrics.value("oip_shadow_output_agreement_total", **LABELS, output="label") == label_agreeing
+    assert metrics.value("oip_shadow_output_agreement_total", **LABELS, output="probabilities") == label_agreeing
+    cumulative = np.cumsum(hand["buckets"]).tolist()
+    bounds = [repr(b) for b in DIFFERENCE_BOUNDS] + ["+Inf"]
+    shown = [
+        metrics.value("oip_shadow_max_abs_difference_bucket", **LABELS, output="probabilities", le=b) for b in bounds
+    ]
+    assert shown == cumulative
+    if perturbed:
+        assert 0 < elements - label_agreeing < elements // 4  # some rows change class, most do not
+    else:
+        assert hand["agreeing"] == REQUESTS and cumulative[0] == REQUESTS  # every difference 0
+
+
+def test_shadow_metrics_of_a_perturbed_candidate_equal_two_onnxruntime_sessions(tmp_path: Path) -> None:
+    _check_against_sessions(tmp_path, perturbed=True)
+
+
+def test_shadow_metrics_of_an_identical_candidate_equal_two_onnxruntime_sessions(tmp_path: Path) -> None:
+    _check_against_sessions(tmp_path, perturbed=False)
+
+
+def failing_candidate(root: Path) -> None:
+    """Version 2 of ``clf`` takes five features, not four: onnxruntime refuses every copy of a default request."""
+    classifier_repository(root, "clf", perturbed=False, parameters={"shadow_version": "2"})
+    graph = helper.make_graph(
+        [helper.make_node("ArgMax", ["input"], ["label"], axis=1, keepdims=0)],
+        "five",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 5])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, ["n"])],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=OPSET, ir_version=8), root / "clf" / "2" / "model.onnx")
+
+
+def test_a_shadow_that_fails_leaves_every_default_answer_200_and_counts_its_errors(tmp_path: Path) -> None:
+    failing_candidate(tmp_path / "models")
+    with serving(tmp_path / "models") as (server, url):
+        answers = send(server, line_arrays())  # each answer 200 (send asserts it)
+        metrics = settled(url, REQUESTS)
+    assert len(answers) == REQUESTS
+    assert metrics.value("oip_shadow_failures_total", **LABELS, reason="error") == REQUESTS
+    assert metrics.value("oip_shadow_compared_total", **LABELS) == 0
+    assert metrics.value("nv_inference_request_success", model="clf", version="1") == REQUESTS
+
+
+def test_a_shadow_version_that_is_not_served_makes_the_model_unavailable_naming_it(tmp_path: Path) -> None:
+    classifier_repository(tmp_path / "models", "clf", perturbed=False, parameters={"shadow_version": "9"})
+    with serving(tmp_path / "models", live) as (server, _):
+        response = httpx.get(f"http://{server.address}/v2/models/clf/ready", timeout=10)
+        index = httpx.post(f"http://{server.address}/v2/repository/index", json={}, timeout=10).json()
+    assert response.status_code != 200
+    assert "shadow_version 9 is not among ['1', '2']" in str(index)
