@@ -19,7 +19,7 @@ import orjson
 
 from bench.common import oip_server, p50_ms
 from handler.codecs.request import decode_infer_request
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 
 
 def _port() -> int:

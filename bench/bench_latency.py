@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 
 from bench.bench_throughput import _oip_executable, _process, _triton_server, free_ports
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 
 IMAGE_CONFIG = """max_batch_size: 16
 input [ { name: "image", data_type: TYPE_FP32, dims: [ 3, 224, 224 ] } ]

@@ -245,7 +245,7 @@ async def _call(app: Any) -> None:
 
 def _apps(directory: str, sides: tuple[str, ...]) -> dict[str, Any]:
     """The demo repository's app over a shared statistics table, per side: metrics off (port 0) or on."""
-    from handler.protocol.settings import DEMO_REPOSITORY, Settings
+    from handler.config.settings import DEMO_REPOSITORY, Settings
     from handler.server import build_app
 
     return {

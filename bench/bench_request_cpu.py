@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions of ours")
     parser.add_argument("--sort", default="tottime", help="cProfile's order with --profile (default: %(default)s)")
     args = parser.parse_args()
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
     from handler.server import build_app
 
     with tempfile.TemporaryDirectory() as scratch:

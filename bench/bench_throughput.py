@@ -85,7 +85,7 @@ def _triton_server() -> ModuleType:
     except ModuleNotFoundError as error:
         if error.name != "handler.settings":
             raise
-        sys.modules["handler.settings"] = importlib.import_module("handler.protocol.settings")
+        sys.modules["handler.settings"] = importlib.import_module("handler.config.settings")
         return importlib.import_module("tests.integration.triton_server")
 
 

@@ -26,8 +26,8 @@ from adapters.repository.model_config import model_config_pb2
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.observability.worker_telemetry import worker_telemetry
-from handler.protocol.platform import Platform
-from handler.protocol.settings import Settings, onnxruntime_telemetry_off
+from handler.config.platform import Platform
+from handler.config.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.starlette_app import create_serving_app
 from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
@@ -134,7 +134,7 @@ def _stop_worker(exc: Exception, settings: Settings | None) -> NoReturn:
 def log_what_runs(app: Starlette, settings: Settings) -> None:
     """The start-up log (handler/runtime/banner.py) of the worker serving ``app``."""
     from handler.inference.admission import default_inflight, largest_dynamic_batch
-    from handler.protocol.cores import available_cores
+    from handler.config.cores import available_cores
 
     router = app.state.dataplane.router
     repository = router.repository

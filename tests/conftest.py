@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
 from tests import onnx_models
 from tests.servers import LiveServer

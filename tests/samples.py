@@ -67,7 +67,7 @@ def iris_outputs(inputs: np.ndarray = IRIS) -> dict[str, np.ndarray]:
     """onnxruntime's own answer of the demo ``iris`` model for ``inputs``: the oracle clients are checked against."""
     import onnxruntime as ort
 
-    from handler.protocol.settings import DEMO_REPOSITORY
+    from handler.config.settings import DEMO_REPOSITORY
 
     session = ort.InferenceSession(str(DEMO_REPOSITORY / "iris" / "1" / "model.onnx"))
     names = [o.name for o in session.get_outputs()]

@@ -27,7 +27,8 @@ from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Ten
 from adapters.validation import validate_call
 
 if TYPE_CHECKING:
-    from adapters.onnx.batcher import Batcher, BatchingPolicy
+    from adapters.onnx.batcher import Batcher
+    from adapters.onnx.queue_policy import BatchingPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ _ORT_TO_DATATYPE: Final[dict[str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """onnxruntime threading and where ``infer`` runs (handler/protocol/settings.py reads them: ``OIP_ORT_*``,
+    """onnxruntime threading and where ``infer`` runs (handler/config/settings.py reads them: ``OIP_ORT_*``,
     ``OIP_INLINE_RUN_MS``, ``OIP_DYNAMIC_BATCHING``).
 
     Thread counts of 0 let onnxruntime choose (set both explicitly on arm64 Lambda).
@@ -188,7 +189,8 @@ class OnnxBackend:
         self._placement = Placement(self.settings.inline_run_ms)
         self._batcher: Batcher | None = None
         if self.settings.dynamic_batching:  # the batcher's module is imported only by servers that batch
-            from adapters.onnx.batcher import Batcher, BatchingPolicy
+            from adapters.onnx.batcher import Batcher
+            from adapters.onnx.queue_policy import BatchingPolicy
 
             policy = BatchingPolicy.from_config(config)
             self._batcher = Batcher(policy, self._run, self._placement.inline) if policy is not None else None

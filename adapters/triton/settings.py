@@ -1,5 +1,5 @@
 """Where and how to reach Triton, and which local names it serves (``OIP_TRITON_*``, read by
-handler/protocol/settings.py)."""
+handler/config/settings.py)."""
 
 from __future__ import annotations
 

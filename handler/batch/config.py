@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from handler.protocol.lambda_settings import BatchSettings as BatchConfig
+from handler.config.lambda_settings import BatchSettings as BatchConfig
 
 __all__ = ["BatchConfig"]

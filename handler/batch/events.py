@@ -16,7 +16,7 @@ from handler.batch.s3 import handle_item_batch, handle_s3_event
 from handler.batch.service import batch_service
 from handler.batch.sqs import handle_sqs_message, require_destination
 from handler.inference.service import InferenceService
-from handler.protocol.lambda_settings import LambdaSettings
+from handler.config.lambda_settings import LambdaSettings
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
 

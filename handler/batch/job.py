@@ -21,7 +21,7 @@ from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
 from handler.inference.service import InferenceService
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import LAMBDA_SYNC_PAYLOAD_BYTES
+from handler.config.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Write = Callable[[bytes], object]
 #: Asked before each chunk; True stops the run cleanly (the manifest then says ``"complete": false``).

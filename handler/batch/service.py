@@ -8,7 +8,7 @@ from functools import cache
 
 from handler.inference.service import InferenceService
 from handler.observability.lambda_telemetry import lambda_telemetry
-from handler.protocol.lambda_settings import LambdaSettings
+from handler.config.lambda_settings import LambdaSettings
 from handler.runtime import container
 
 

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 from handler import __version__
 from handler.cli.errors import CliError
-from handler.protocol.settings import LOG_LEVELS, SettingsError
+from handler.config.settings import LOG_LEVELS, SettingsError
 
 REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
 
@@ -193,7 +193,7 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "6291456, 6 MiB)",
     )
     add_connection_limits(serve)
-    # Options left out keep None: ``oip serve`` takes the environment's value then (handler/protocol/settings.py).
+    # Options left out keep None: ``oip serve`` takes the environment's value then (handler/config/settings.py).
     serve.add_argument(
         "--grpc-port",
         "--grpc_port",
@@ -254,7 +254,7 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _cores() -> int:
     """The cores this process may use (``--workers``' default)."""
-    from handler.protocol.cores import available_cores
+    from handler.config.cores import available_cores
 
     return available_cores()
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from handler.cli.batch_files import BatchFiles, Resume
     from handler.inference.service import InferenceService
     from handler.protocol.dataplane import DataPlane
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
 
 
 class Interrupt:
@@ -58,7 +58,7 @@ def batch(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> int:
     """The process assembled (settings, data plane, its one inference service), then the file predicted."""
     from handler.inference.service import InferenceService
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
 
     settings = Settings.from_env(model_repository=args.model_repository)
     service = InferenceService(_dataplane(settings), settings)
@@ -79,7 +79,7 @@ def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interru
     from handler.batch.lines import bounded_lines, read_chunks
     from handler.batch.npy import plan_npy, predict_npy
     from handler.cli.batch_files import count_lines, resume_point, write_manifest
-    from handler.protocol.lambda_settings import BatchSettings
+    from handler.config.lambda_settings import BatchSettings
     from handler.runtime.loop import run
 
     args.model = args.model or BatchSettings.from_env().default_model  # --model, else OIP_BATCH_MODEL

@@ -46,7 +46,7 @@ def compare_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interru
     from handler.batch.job import BatchJob
     from handler.batch.lines import bounded_lines, read_chunks
     from handler.cli.batch_files import count_lines
-    from handler.protocol.lambda_settings import BatchSettings
+    from handler.config.lambda_settings import BatchSettings
     from handler.runtime.loop import run
 
     if files.is_npy:

@@ -41,7 +41,7 @@ from typing import Any, ClassVar, Final
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 
 #: A connection's phases: waiting for a request's head (or its first byte), reading its body, the request read
 #: (with the app), answered and waiting for the next request.

@@ -62,8 +62,8 @@ def serve(args: argparse.Namespace) -> int:
     """Run ``oip serve`` until interrupted; 0 on a clean stop (SIGTERM drains requests in flight first)."""
     from dataclasses import replace
 
-    from handler.protocol.cores import available_cores
-    from handler.protocol.settings import Settings, export_to_workers
+    from handler.config.cores import available_cores
+    from handler.config.settings import Settings, export_to_workers
 
     # Options over the environment's variables; with neither, the platform's environment decides where to listen and
     # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
@@ -223,7 +223,7 @@ def run(config: Config, sock: socket.socket, metrics: MetricsEndpoint | None = N
     start. ``metrics``: the Prometheus endpoint, in a process of the supervisor's or, with one worker, a thread
     here. The supervision settings are those exported to the workers (``serve``)."""
     from handler.cli.worker import WorkerServer
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
     from handler.runtime.heartbeat import Watchdog
 
     settings = Settings.from_env()

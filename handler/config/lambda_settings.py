@@ -1,6 +1,6 @@
 """What only the Lambda functions read: ``LambdaSettings`` for the Lambda entry points (handler/http.py,
 handler/batch/), ``BatchSettings`` for the batch function's destinations. Declared as ``Settings`` is
-(handler/protocol/settings.py), each field with its variable, reader, default and meaning."""
+(handler/config/settings.py), each field with its variable, reader, default and meaning."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from handler.protocol.variables import Flag, Integer, Reader, SettingsError, Text, read_declared, setting
+from handler.config.variables import Flag, Integer, Reader, SettingsError, Text, read_declared, setting
 
 TEXT = Text()
 FLAG = Flag()

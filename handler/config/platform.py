@@ -1,4 +1,4 @@
-"""Which platform ``oip serve`` runs on, from the environment alone (read by handler/protocol/settings.py), and which
+"""Which platform ``oip serve`` runs on, from the environment alone (read by handler/config/settings.py), and which
 model a platform route targets.
 
 - **SageMaker** (``SAGEMAKER_BIND_TO_PORT`` set, or ``OIP_PLATFORM=sagemaker``): listen on 0.0.0.0 at
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from adapters.errors import InvalidInput
-from handler.protocol.variables import PORT, Choice, Text, raw
+from handler.config.variables import PORT, Choice, Text, raw
 
 SERVER: Final = "server"
 SAGEMAKER: Final = "sagemaker"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from handler.protocol.variables import SettingsError
+from handler.config.variables import SettingsError
 
 #: A bucket name as S3 accepts it.
 _S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

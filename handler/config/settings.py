@@ -2,7 +2,7 @@
 
 One dataclass per program: ``Settings`` for every server process (the Lambda HTTP function, ``oip serve`` and its
 workers, ``oip batch``), ``LambdaSettings`` for what only the Lambda entry points read, ``BatchSettings`` for the
-batch function's destinations. Each field is declared once, with ``setting`` (handler/protocol/variables.py): its
+batch function's destinations. Each field is declared once, with ``setting`` (handler/config/variables.py): its
 variable, its reader, its default and what it means; ``from_env``, ``VARIABLES``, ``to_env`` and the configuration
 reference's check all come from those declarations. The modules that use a value receive it (as a field, or as a
 constructor parameter from handler/runtime/container.py for the adapters); none of them reads the environment, and
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from handler.protocol.platform import Platform, read_platform
-from handler.protocol.setting_lists import checked_default_versions, parse_s3_prefixes
-from handler.protocol.triton_settings import opentelemetry_on, read_triton
-from handler.protocol.variables import OFF as OFF
-from handler.protocol.variables import ON as ON
-from handler.protocol.variables import (
+from handler.config.platform import Platform, read_platform
+from handler.config.setting_lists import checked_default_versions, parse_s3_prefixes
+from handler.config.triton_settings import opentelemetry_on, read_triton
+from handler.config.variables import OFF as OFF
+from handler.config.variables import ON as ON
+from handler.config.variables import (
     Choice,
     Derived,
     Flag,
@@ -44,7 +44,7 @@ from handler.protocol.variables import (
     setting,
     spelled,
 )
-from handler.protocol.variables import SettingsError as SettingsError
+from handler.config.variables import SettingsError as SettingsError
 
 if TYPE_CHECKING:
     from adapters.triton.settings import TritonSettings
@@ -101,7 +101,7 @@ class Settings:
         str(DEMO_REPOSITORY),
         Derived(_model_repository),
         "a local directory, ``s3://bucket/prefix`` or ``gs://bucket/prefix``; when unset, the platform's own location "
-        "(handler/protocol/platform.py), else OIP_DEFAULT_REPOSITORY (what a container image ships), else the demo "
+        "(handler/config/platform.py), else OIP_DEFAULT_REPOSITORY (what a container image ships), else the demo "
         "repository",
     )
     max_body_bytes: int = setting(
@@ -218,7 +218,7 @@ class Settings:
         None,
         Derived(read_platform),
         "where and what ``oip serve`` serves: OIP_PLATFORM, OIP_HOST, OIP_PORT, OIP_DEFAULT_MODEL and the platforms' "
-        "own variables (handler/protocol/platform.py)",
+        "own variables (handler/config/platform.py)",
         factory=Platform,
         passed_on=False,
     )

@@ -1,5 +1,5 @@
 """Triton's settings from ``OIP_TRITON_*``, and whether OpenTelemetry is on (``OIP_OTEL``, which Triton's trace
-context follows): ``Settings.triton`` and ``Settings.opentelemetry`` (handler/protocol/settings.py)."""
+context follows): ``Settings.triton`` and ``Settings.opentelemetry`` (handler/config/settings.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from handler.protocol.variables import Choice, Flag, Integer, Number, SettingsError, Text, raw
+from handler.config.variables import Choice, Flag, Integer, Number, SettingsError, Text, raw
 
 if TYPE_CHECKING:
     from adapters.triton.settings import TritonSettings

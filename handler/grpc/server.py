@@ -27,7 +27,7 @@ from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.deadline import grpc_deadline
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.protocol.status import GRPC_STATUS
 from handler.protocol.unexpected import report_unexpected

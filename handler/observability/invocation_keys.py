@@ -40,7 +40,7 @@ class InvocationKeys:
 
     def __init__(self, logger: Logger, log_event: bool = False) -> None:
         self._logger = logger
-        #: Whether to log each event (``POWERTOOLS_LOGGER_LOG_EVENT``, read by handler/protocol/settings.py).
+        #: Whether to log each event (``POWERTOOLS_LOGGER_LOG_EVENT``, read by handler/config/settings.py).
         self._log_event = log_event
         # The first invocation: Powertools' decorator sets the context keys and cold_start, and samples anew when
         # warm; the event is logged here, after the correlation id is set.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from handler.observability.telemetry import PowertoolsTelemetry
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 
 if TYPE_CHECKING:  # the sampler's module is imported only when request logging is on
     from handler.observability.request_log import RequestLogSampler

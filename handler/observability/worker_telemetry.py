@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 
 
 def worker_telemetry(settings: Settings, dataplane: DataPlane) -> Telemetry:

@@ -1,5 +1,5 @@
-"""The transport-neutral core: the DataPlane that REST, gRPC and batch all call, settings, limits, the one
-table from our errors to HTTP status and gRPC code, and the per-process wiring of repository and backends.
+"""The transport-neutral core: the DataPlane that REST, gRPC and batch all call, limits, and the one table from our
+errors to HTTP status and gRPC code. Settings, cores and the platform are handler/config/'s.
 
-May import: adapters. Never a transport (no FastAPI, no grpc) and no codec: it speaks domain types only.
+May import: handler.config, adapters. Never a transport (no FastAPI, no grpc) and no codec: it speaks domain types only.
 """

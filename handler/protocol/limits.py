@@ -9,7 +9,7 @@ from typing import Final
 
 from adapters.datatypes import element_size
 from adapters.errors import InvalidInput, PayloadTooLarge
-from handler.protocol.settings import MAX_REQUEST_TENSORS
+from handler.config.settings import MAX_REQUEST_TENSORS
 
 _LIMIT_HINT: Final = (
     "(OIP_MAX_BODY_BYTES). Lambda accepts at most 6 MB per synchronous call, about 4.5 MB of binary "

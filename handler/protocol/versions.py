@@ -33,7 +33,7 @@ from adapters.repository.repository import ModelEntry, ModelRepository, model_fi
 from adapters.router import ModelRouter
 
 if TYPE_CHECKING:
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
 
 EXTENSION: Final = "model_versions"
 DESCRIPTION_PARAMETER: Final = "description"

@@ -19,7 +19,7 @@ from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.protocol.limits import over_request_budget
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,

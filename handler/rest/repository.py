@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from handler.codecs.request import load_json_object
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.protocol.stateful import not_honoured
 from handler.rest.body import read_body
 from handler.rest.responses import json_response

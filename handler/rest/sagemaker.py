@@ -25,9 +25,9 @@ from handler.codecs.tfserving import decode_predict
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.protocol.platform import Platform, custom_attributes, target_model
+from handler.config.platform import Platform, custom_attributes, target_model
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
 from handler.rest.routes import route

@@ -23,7 +23,7 @@ from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.protocol.versions import VersionCatalog
 from handler.rest.body import check_media_type, decompress, read_body
 from handler.rest.responses import json_response

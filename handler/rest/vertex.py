@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from handler.inference.service import InferenceService
-from handler.protocol.platform import Platform, target_model
+from handler.config.platform import Platform, target_model
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 from handler.rest.v1 import predict

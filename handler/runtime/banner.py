@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adapters.types import ModelIndexEntry
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 
 
 @dataclass(frozen=True)

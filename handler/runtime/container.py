@@ -13,8 +13,8 @@ from typing import Any
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.setting_lists import parse_default_versions
-from handler.protocol.settings import Settings
+from handler.config.setting_lists import parse_default_versions
+from handler.config.settings import Settings
 from handler.protocol.statistics import Statistics
 from handler.runtime.startup import check_repository, repository_failure
 

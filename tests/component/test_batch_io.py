@@ -15,7 +15,7 @@ from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.npy import predict_npy
 from handler.inference.service import InferenceService
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from tests.conftest import make_settings

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from handler.server import build_app
 from scripts.make_demo_models import TINY_IMAGE_LABELS, write_repository
 from tests.conftest import make_settings

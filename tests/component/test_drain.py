@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from tests.component.server_processes import listening, socket_inodes, workers
 from tests.servers import OipServer, oip_serve, wait_for
 

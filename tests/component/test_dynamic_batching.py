@@ -27,9 +27,10 @@ from fastapi import FastAPI
 from onnx import TensorProto, helper, numpy_helper
 
 from adapters.errors import InvalidInput
-from adapters.onnx.batcher import Batcher, BatchingPolicy, batch_key
+from adapters.onnx.batcher import Batcher, batch_key
+from adapters.onnx.queue_policy import BatchingPolicy
 from adapters.repository.model_config import model_config_pb2
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.server import build_app
 from tests.conftest import make_settings
 from tests.onnx_models import save

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from tests import onnx_models
 from tests.grpc_serve import Served, serve
 from tests.kserve_env import KServeRaised, KServeSession

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from handler.server import build_app
 from scripts.tool_env import executable
 from tests import onnx_models

@@ -32,7 +32,7 @@ from handler.cli.lambda_context import LocalLambdaContext
 from handler.grpc.server import build_server
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.platform import Platform
+from handler.config.platform import Platform
 from handler.rest.starlette_app import create_serving_app
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from starlette.requests import Request
 from starlette.responses import Response
 
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.rest.app import create_app
 from handler.rest.docs import DESCRIPTION
 from handler.rest.openapi import api_route
@@ -150,7 +150,7 @@ def test_an_endpoint_route_cannot_serve_is_refused_when_it_is_added(signature: s
 
 def test_building_the_app_does_not_import_fastapi_or_pydantic() -> None:
     program = (
-        "import sys; from handler.server import build_app; from handler.protocol.settings import DEMO_REPOSITORY, "
+        "import sys; from handler.server import build_app; from handler.config.settings import DEMO_REPOSITORY, "
         "Settings; build_app(Settings(model_repository=str(DEMO_REPOSITORY), opentelemetry=True)); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'pydantic'}))"
     )

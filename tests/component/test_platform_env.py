@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from handler.protocol.platform import SAGEMAKER_MODEL_DIR, Platform
-from handler.protocol.settings import Settings
+from handler.config.platform import SAGEMAKER_MODEL_DIR, Platform
+from handler.config.settings import Settings
 from tests import platform_models
 from tests.servers import HeldPort, environment, http_ok, running, serve_command
 

@@ -320,7 +320,7 @@ def test_a_metrics_port_that_is_the_http_port_stops_oip_serve_with_code_3() -> N
 
 def test_the_metrics_port_is_tritons_8002_unless_told_otherwise() -> None:
     from handler.cli import build_parser
-    from handler.protocol.settings import Settings
+    from handler.config.settings import Settings
 
     assert Settings.from_env({}).metrics_port == 8002
     assert Settings.from_env({"OIP_METRICS_PORT": "0"}).metrics_port == 0

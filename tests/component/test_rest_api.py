@@ -12,7 +12,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.server import build_app
 
 SIMPLE_INPUTS = [

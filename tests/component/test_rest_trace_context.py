@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.types import ASGIApp
 
 from handler.observability.worker_telemetry import worker_telemetry
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.rest.app import create_app
 from handler.runtime.container import build_dataplane
 from handler.server import build_app

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from tests.servers import (
     STARTUP_TIMEOUT,
     Child,

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from tests.component.server_processes import group_alive, listening, workers
 from tests.servers import HeldPort, OipServer, launch, oip_serve, serve_command, wait_for
 

@@ -22,8 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from adapters.errors import InvalidInput
-from handler.protocol.setting_lists import parse_default_versions
-from handler.protocol.settings import Settings
+from handler.config.setting_lists import parse_default_versions
+from handler.config.settings import Settings
 from handler.protocol.versions import Deployment, parse_labels, rfc3339
 from handler.server import build_app
 from tests import onnx_models

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import tritonclient.http as triton_http
 
-from handler.protocol.platform import custom_attributes, target_model
-from handler.protocol.settings import Settings
+from handler.config.platform import custom_attributes, target_model
+from handler.config.settings import Settings
 from handler.server import build_app
 from tests import platform_models
 from tests.conftest import LiveServer, make_settings

@@ -31,17 +31,17 @@ ENVIRONMENT_NAMES = frozenset({"env", "environ", "environment"})
 READ_METHODS = frozenset({"get", "setdefault"})
 
 
-#: The settings dataclasses, each field declared with its variable (handler/protocol/variables.py's ``setting``).
+#: The settings dataclasses, each field declared with its variable (handler/config/variables.py's ``setting``).
 SETTINGS_CLASSES = (
-    "handler.protocol.settings:Settings",
-    "handler.protocol.lambda_settings:LambdaSettings",
-    "handler.protocol.lambda_settings:BatchSettings",
+    "handler.config.settings:Settings",
+    "handler.config.lambda_settings:LambdaSettings",
+    "handler.config.lambda_settings:BatchSettings",
 )
 
 
 def declared_settings() -> dict[str, tuple[Any, Any]]:
     """Every variable a settings field is declared with -> (its reader, the field's default)."""
-    from handler.protocol.variables import declared_variables
+    from handler.config.variables import declared_variables
 
     classes = [getattr(importlib.import_module(path), name) for path, name in (c.split(":") for c in SETTINGS_CLASSES)]
     return declared_variables(*classes)

@@ -36,7 +36,7 @@ def test_every_environment_variable_the_code_reads_is_in_the_configuration_refer
 
 def _shown(text: str, reader: object) -> object:
     """A default as the page spells it, read as the setting's reader reads its variable."""
-    from handler.protocol.variables import Reader
+    from handler.config.variables import Reader
 
     assert isinstance(reader, Reader)
     return reader.parse("shown", text)
@@ -88,11 +88,11 @@ def test_the_environment_scan_finds_reads_of_every_form() -> None:
     found = environment_variables()
     for name, module in [
         ("ORT_DISABLE_TELEMETRY", "adapters.onnx"),  # os.environ.setdefault("...")
-        ("OIP_STATS_DIR", "handler.protocol.variables"),  # setting(MODULE_CONSTANT, ...): a declared variable
-        ("AIP_PREDICT_ROUTE", "handler.protocol.variables"),  # any(raw(env, key) for key in (...))
-        ("SAGEMAKER_BIND_TO_PORT", "handler.protocol.variables"),  # PORT.read_variable(env, "...") -> raw
-        ("OIP_MAX_BODY_BYTES", "handler.protocol.variables"),  # setting("...", ...): a declared variable
-        ("ORT_DISABLE_TELEMETRY", "handler.protocol.settings"),  # env.get("...", default)
+        ("OIP_STATS_DIR", "handler.config.variables"),  # setting(MODULE_CONSTANT, ...): a declared variable
+        ("AIP_PREDICT_ROUTE", "handler.config.variables"),  # any(raw(env, key) for key in (...))
+        ("SAGEMAKER_BIND_TO_PORT", "handler.config.variables"),  # PORT.read_variable(env, "...") -> raw
+        ("OIP_MAX_BODY_BYTES", "handler.config.variables"),  # setting("...", ...): a declared variable
+        ("ORT_DISABLE_TELEMETRY", "handler.config.settings"),  # env.get("...", default)
         ("OIP_ROLLOUT_CHECKS", "handler.rollout.hook"),  # os.environ.get("...")
     ]:
         assert module in found.get(name, set()), name

@@ -28,7 +28,7 @@ from handler.batch.lines import OverlongLine, bounded_lines
 from handler.batch.s3 import BatchFailed, handle_item_batch, process_object
 from handler.batch.service import batch_service
 from handler.inference.service import InferenceService
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.runtime import container
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run

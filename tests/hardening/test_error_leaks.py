@@ -25,7 +25,7 @@ from tritonclient.utils import InferenceServerException
 from adapters.repository.repository import ModelRepository
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.rest.app import create_app
 from handler.server import build_app
 from tests import onnx_models

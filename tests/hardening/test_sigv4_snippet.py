@@ -17,7 +17,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from handler.server import build_app
 from tests.conftest import LiveServer, make_settings
 

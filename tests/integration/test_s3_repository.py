@@ -10,7 +10,7 @@ import pytest
 from adapters.errors import InvalidInput
 from adapters.repository.object_uri import local_copy
 from adapters.repository.s3 import download_repository, parse_s3_uri
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
 from tests.servers import unique_name
 

@@ -21,7 +21,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from adapters.triton.settings import TritonSettings
-from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
 from tests.integration.triton_server import TritonServer, build_repository
 from tests.metrics_scrape import scrape

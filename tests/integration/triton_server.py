@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from handler.protocol.settings import DEMO_REPOSITORY
+from handler.config.settings import DEMO_REPOSITORY
 from scripts.tool_env import site_packages
 from tests import onnx_models, servers
 

@@ -13,7 +13,8 @@ import pytest
 
 from adapters import deadline as deadlines
 from adapters.errors import InternalError
-from adapters.onnx.batcher import Batcher, BatchingPolicy, QueueFull, batch_key
+from adapters.onnx.batcher import Batcher, batch_key
+from adapters.onnx.queue_policy import BatchingPolicy, QueueFull
 from adapters.repository.model_config import parse_model_config
 from handler.inference.admission import Admission, ModelGate, Overloaded, gate_parallelism
 from handler.observability.prometheus import failure_reason

@@ -1,4 +1,4 @@
-"""handler/protocol/cores.py on cgroup trees the test writes: v2 ``cpu.max``, v1 ``cfs_quota_us``, none, and what
+"""handler/config/cores.py on cgroup trees the test writes: v2 ``cpu.max``, v1 ``cfs_quota_us``, none, and what
 cannot be read; the cores it gives against this process's affinity, read apart from it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handler.protocol.cores import available_cores, cgroup_cpu_limit
+from handler.config.cores import available_cores, cgroup_cpu_limit
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

@@ -21,7 +21,7 @@ from aws_lambda_powertools.logging import logger as powertools_logger
 
 from handler.cli.lambda_context import LocalLambdaContext
 from handler.observability.invocation_keys import InvocationKeys
-from handler.protocol.lambda_settings import LambdaSettings
+from handler.config.lambda_settings import LambdaSettings
 
 EVENTS = [
     {"requestContext": {"requestId": "apigw-1"}, "body": "one"},

@@ -32,8 +32,8 @@ def test_contracts_catch_sideways_and_upward_imports(tmp_path: Path) -> None:
     with (tmp_path / "handler" / "rest" / "health.py").open("a") as module:
         module.write("\nfrom handler.grpc import codec  # noqa: E402\n")
     with (tmp_path / "adapters" / "types.py").open("a") as module:
-        module.write("\nimport handler.protocol.settings  # noqa: E402\n")
+        module.write("\nimport handler.config.settings  # noqa: E402\n")
     result = _lint(tmp_path)
     assert result.returncode != 0
     assert "handler.rest.health -> handler.grpc.codec" in result.stdout
-    assert "adapters.types -> handler.protocol.settings" in result.stdout
+    assert "adapters.types -> handler.config.settings" in result.stdout

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from handler.protocol.settings import Settings
+from handler.config.settings import Settings
 from handler.runtime.memory import keep_freed_memory
 
 #: Sets the thresholds (``sys.argv[1]`` MiB), then mallocs 16 MiB: glibc serves a block above its mmap threshold

@@ -32,7 +32,7 @@ def test_server_metadata_from_copied_code_has_the_version(tmp_path: Path) -> Non
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
         "import handler; assert handler.__file__.startswith(sys.path[0]), handler.__file__\n"
         "from handler.runtime.container import build_dataplane\n"
-        "from handler.protocol.settings import Settings\n"
+        "from handler.config.settings import Settings\n"
         f"dataplane = build_dataplane(Settings.from_env(model_repository={str(tmp_path / 'models')!r}))\n"
         "print(dataplane.server_metadata('rest')['version'])\n"
     )

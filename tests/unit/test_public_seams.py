@@ -281,8 +281,8 @@ import argparse
 import os
 from collections import namedtuple
 
-from handler.protocol import settings
-from handler.protocol.settings import Settings
+from handler.config import settings
+from handler.config.settings import Settings
 
 Point = namedtuple("Point", "x y")
 

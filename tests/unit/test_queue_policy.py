@@ -11,7 +11,8 @@ import pytest
 
 from adapters import deadline as deadlines
 from adapters.errors import InvalidInput
-from adapters.onnx.batcher import Batcher, BatchingPolicy, QueueFull, QueuePolicy, batch_key
+from adapters.onnx.batcher import Batcher, batch_key
+from adapters.onnx.queue_policy import BatchingPolicy, QueueFull, QueuePolicy
 from adapters.repository.model_config import parse_model_config
 from handler.inference.admission import Admission, Overloaded, default_inflight, largest_dynamic_batch
 from handler.protocol.deadline import lambda_deadline

@@ -15,8 +15,8 @@ from handler.codecs.response import encode_infer_response
 from handler.codecs.s3_references import PENDING, STORED, Location, allowed, location, parse_uri
 from handler.grpc import codec as grpc_codec
 from handler.inference.s3_tensors import Access, StoreUnavailable, extension_off, mentions_references, translated
-from handler.protocol.setting_lists import parse_s3_prefixes
-from handler.protocol.settings import Settings, SettingsError
+from handler.config.setting_lists import parse_s3_prefixes
+from handler.config.settings import Settings, SettingsError
 from handler.protocol.status import GRPC_STATUS, status_of
 
 TRICKS = [

@@ -1,4 +1,4 @@
-"""handler/protocol/settings.py: every variable read once, typed, with its default; a value a variable does not
+"""handler/config/settings.py: every variable read once, typed, with its default; a value a variable does not
 take stops ``oip serve``, ``oip batch`` and the Lambda init with one line; nothing else in handler/ or adapters/
 touches the environment."""
 
@@ -17,18 +17,18 @@ from typing import Any
 import pytest
 
 from adapters.triton.settings import TritonRoute
-from handler.protocol.lambda_settings import BatchSettings, LambdaSettings
-from handler.protocol.platform import Platform
-from handler.protocol.settings import VARIABLES, Settings
-from handler.protocol.variables import OFF, ON, Reader, SettingsError, declared
+from handler.config.lambda_settings import BatchSettings, LambdaSettings
+from handler.config.platform import Platform
+from handler.config.settings import VARIABLES, Settings
+from handler.config.variables import OFF, ON, Reader, SettingsError, declared
 from tests.docs.code_reference import environment_variables
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTINGS_MODULE = "handler/protocol/settings.py"
+SETTINGS_MODULE = "handler/config/settings.py"
 #: The modules whose ``from_env`` takes this process's environment when given none.
-ENVIRONMENT_MODULES = {SETTINGS_MODULE, "handler/protocol/lambda_settings.py"}
+ENVIRONMENT_MODULES = {SETTINGS_MODULE, "handler/config/lambda_settings.py"}
 #: The modules that read a variable's value (the readers) or name one outside a declaration (the settings module).
-SETTINGS_READERS = {"handler.protocol.variables", "handler.protocol.settings"}
+SETTINGS_READERS = {"handler.config.variables", "handler.config.settings"}
 
 #: (variable, Settings field, value given, value read)
 SETTINGS_READS: list[tuple[str, str, str, Any]] = [
@@ -357,7 +357,7 @@ def test_the_lambda_init_stops_with_the_line_as_its_error() -> None:
     result = _lambda_init(OIP_TRACING="maybe")
     assert result.returncode == 1 and not result.stdout
     last = result.stderr.strip().splitlines()[-1]
-    assert last == f"handler.protocol.variables.SettingsError: OIP_TRACING='maybe': expected {FLAG_ERROR}"
+    assert last == f"handler.config.variables.SettingsError: OIP_TRACING='maybe': expected {FLAG_ERROR}"
 
 
 def test_oip_tracing_true_turns_tracing_on_and_the_init_leaves_the_environment_as_it_was() -> None:

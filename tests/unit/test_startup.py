@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from adapters.errors import InvalidInput
-from handler.protocol.platform import SAGEMAKER, VERTEX, Platform
+from handler.config.platform import SAGEMAKER, VERTEX, Platform
 from handler.runtime.startup import (
     MODEL_REPOSITORY,
     StartupFailure,

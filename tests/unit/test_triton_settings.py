@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from adapters.triton.settings import TritonRoute, TritonSettings
-from handler.protocol.settings import Settings, SettingsError
+from handler.config.settings import Settings, SettingsError
 
 
 def test_routes_with_mapping_and_pinned_versions() -> None:
