@@ -92,7 +92,8 @@ class Shadow:
         name = copy.key[0]
         try:
             target = self.dataplane.resolve(name, copy.plan.version)
-            shadowed = await asyncio.wait_for(self.dataplane.run(target, copy.call), copy.plan.timeout_s)
+            async with asyncio.timeout(copy.plan.timeout_s):
+                shadowed = await self.dataplane.run(target, copy.call)
         except TimeoutError:
             self.counters.failed(copy.key, "timeout")
             return

@@ -16,10 +16,12 @@ Every family is labelled ``model``, ``version`` (the default's) and ``shadow_ver
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +35,8 @@ FAILURE_REASONS: Final = ("error", "timeout", "overloaded")
 #: Upper bounds of the difference histograms' buckets (``+Inf`` after them); 0 holds identical answers.
 DIFFERENCE_BOUNDS: Final = (0.0, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)
 FILE_PREFIX: Final = "shadow-"
+#: Seconds between two writes of a worker's counters file at most (a scrape sees counts this old at most).
+WRITE_INTERVAL_S: Final = 0.2
 
 Key = tuple[str, str, str]
 
@@ -54,11 +58,14 @@ def _bucket(value: float) -> int:
 
 
 class ShadowCounters:
-    """One process's shadow counters, written to ``directory`` after each change (None: kept in memory only)."""
+    """One process's shadow counters, written to ``directory`` (None: kept in memory only) at most every
+    ``WRITE_INTERVAL_S`` while they change, and ``WRITE_INTERVAL_S`` after the last change at the latest."""
 
     def __init__(self, directory: str | Path | None) -> None:
         self.path = Path(directory) / f"{FILE_PREFIX}{os.getpid()}.json" if directory else None
         self.counts: dict[Key, dict[str, Any]] = {}
+        self._written = 0.0
+        self._pending: asyncio.TimerHandle | None = None
 
     def compared(self, key: Key, comparison: Comparison) -> None:
         """Count one compared request."""
@@ -82,8 +89,24 @@ class ShadowCounters:
         self._write()
 
     def _write(self) -> None:
+        """Write now if the last write is ``WRITE_INTERVAL_S`` old; else once it is (on the running loop, if any)."""
+        if self.path is None or self._pending is not None:
+            return
+        wait = self._written + WRITE_INTERVAL_S - time.monotonic()
+        if wait > 0:
+            try:
+                self._pending = asyncio.get_running_loop().call_later(wait, self.flush)
+                return
+            except RuntimeError:  # no loop running: written at once
+                pass
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the counters to the worker's file now (replacing it whole)."""
+        self._pending = None
         if self.path is None:
             return
+        self._written = time.monotonic()
         rows = [{"labels": list(key), **counts} for key, counts in self.counts.items()]
         partial = self.path.with_name(self.path.name + ".partial")
         try:
