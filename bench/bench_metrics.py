@@ -192,7 +192,7 @@ def in_process(repeat: int = 7, number: int = 100_000) -> dict[str, float]:
     from adapters.types import Execution
     from handler.observability.prometheus import MeteredTelemetry
     from handler.observability.telemetry import Telemetry
-    from handler.protocol.statistics import Statistics
+    from handler.protocol.statistics_counters import Statistics
 
     execution = Execution(1, 10_000, 40_000, 5_000)
     timings = {}

@@ -29,12 +29,12 @@ from mangum import Mangum  # noqa: E402
 
 from adapters.deadline import bound  # noqa: E402
 from handler.batch.routing import batch_event_kind  # noqa: E402
+from handler.config.lambda_settings import LambdaSettings  # noqa: E402
 from handler.inference.service import InferenceService  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.lambda_telemetry import lambda_telemetry  # noqa: E402
-from handler.protocol.deadline import lambda_deadline  # noqa: E402
-from handler.config.lambda_settings import LambdaSettings  # noqa: E402
 from handler.protocol.status import status_of  # noqa: E402
+from handler.protocol.transport_deadlines import lambda_deadline  # noqa: E402
 from handler.rest.lambda_event import MalformedEvent, accept, error_response, http_shape  # noqa: E402
 from handler.rest.starlette_app import create_serving_app  # noqa: E402
 from handler.runtime import container  # noqa: E402

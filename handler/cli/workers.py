@@ -26,7 +26,7 @@ it is sent:
 Every worker (and the metrics process) gets SIGTERM from the kernel when the supervisor dies
 (handler/runtime/parent.py). With a metrics port, one more process forked the same way serves the Prometheus
 endpoint (handler/observability/exporter.py), replaced when it dies and stopped last. A worker that ends keeps its
-statistics counters, and its pending requests count as failed (handler/protocol/statistics.py's ``retire``).
+statistics counters, and its pending requests count as failed (handler/protocol/statistics_counters.py's ``retire``).
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ class Workers:
             os.close(worker.beats)
             worker.beats = -1
         if self.supervision.stats_dir is not None and worker.process.pid is not None:
-            from handler.protocol.statistics import retire
+            from handler.protocol.statistics_counters import retire
 
             retire(self.supervision.stats_dir, worker.process.pid)
 

@@ -280,7 +280,7 @@ class Settings:
     metrics_host: str | None = setting(
         "OIP_METRICS_HOST", None, TEXT, "address the metrics endpoint listens on; None: ``oip serve``'s HTTP host"
     )
-    # What version resources report (handler/protocol/versions.py) and the request log.
+    # What version resources report (handler/protocol/version_catalog.py) and the request log.
     autoscaling_min_nodes: int | None = setting(
         "OIP_AUTOSCALING_MIN_NODES", None, COUNT, "the deployment's least scaling"
     )

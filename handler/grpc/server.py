@@ -19,17 +19,17 @@ from typing import Any, Final
 from adapters.deadline import bound
 from adapters.errors import V2Error
 from adapters.types import InferCall, InferResult
+from handler.config.settings import Settings
 from handler.grpc.codec import decode_infer_request, encode_infer_response
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
-from handler.protocol.deadline import grpc_deadline
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import Settings
-from handler.protocol.stateful import not_honoured
+from handler.protocol.stateful_refusals import not_honoured
 from handler.protocol.status import GRPC_STATUS
+from handler.protocol.transport_deadlines import grpc_deadline
 from handler.protocol.unexpected import report_unexpected
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from handler import __version__
 from handler.observability.shadow_metrics import ShadowMetrics
-from handler.protocol.statistics import BUCKETS_NS, FAILURE_REASONS, HISTOGRAMS, Snapshot, read_snapshot
+from handler.protocol.statistics_counters import BUCKETS_NS, FAILURE_REASONS, HISTOGRAMS, Snapshot, read_snapshot
 
 logger = logging.getLogger(__name__)
 #: Most connections the metrics server answers at once (a thread each); the rest wait in the listen backlog.

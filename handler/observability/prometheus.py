@@ -1,8 +1,8 @@
 """What a worker of ``oip serve`` records for the Prometheus endpoint beyond the statistics: its pending requests.
 
 Everything a scrape reports per model is read from the statistics extension's shared counters
-(handler/protocol/statistics.py: Triton's counters, and the latency histograms' buckets, which each success adds
-to as it is counted); the metrics exporter (``exporter.py``, another process) reads every worker's at scrape
+(handler/protocol/statistics_counters.py: Triton's counters, and the latency histograms' buckets, which each success
+adds to as it is counted); the metrics exporter (``exporter.py``, another process) reads every worker's at scrape
 time. What the statistics do not see is a request still in the server, and why one failed: ``MeteredTelemetry``
 adds one to its model version's pending cell as the request starts and takes it off when it ends, and counts a
 failed one by Triton's reason (``failure_reason``), for the models this server knows (a name a client made up
@@ -26,7 +26,7 @@ from typing import Any, Final
 from adapters.deadline import DeadlineExceeded, RequestTimeout
 from adapters.errors import V2Error
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.statistics import FAILURE_REASONS, Statistics
+from handler.protocol.statistics_counters import FAILURE_REASONS, Statistics
 from handler.protocol.status import status_of
 
 #: Most distinct (model, version) pairs a worker counts pending requests for; past that, new ones are not counted.

@@ -22,8 +22,8 @@ from handler.protocol.merged_run import execution_shares, holds_rows, joined_res
 from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
 from handler.protocol.model_config import auto_config
 from handler.protocol.resolved_model import ResolvedModel
-from handler.protocol.statistics import Statistics
-from handler.protocol.versions import Deployment, VersionCatalog, VersionUsage
+from handler.protocol.statistics_counters import Statistics
+from handler.protocol.version_catalog import Deployment, VersionCatalog, VersionUsage
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded

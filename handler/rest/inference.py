@@ -14,21 +14,21 @@ from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult
 from handler.codecs.request import decode_infer_request, decode_raw_request
 from handler.codecs.response import encode_infer_response
+from handler.config.settings import Settings
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.protocol.limits import over_request_budget
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import Settings
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,
     decompress,
     read_stream,
 )
-from handler.rest.forwarding import as_is, forwarded_answer
 from handler.rest.responses import infer_response
 from handler.rest.routes import V2Route
+from handler.rest.triton_passthrough import as_is, forwarded_answer
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded

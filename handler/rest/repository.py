@@ -1,5 +1,5 @@
 """Triton's model repository extension: the index (local and forwarded models); load/unload answer 501, as do
-Triton's other stateful extensions (shared memory, trace and log settings: ``protocol/stateful.py``)."""
+Triton's other stateful extensions (shared memory, trace and log settings: ``protocol/stateful_refusals.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from handler.codecs.request import load_json_object
-from handler.protocol.dataplane import DataPlane
 from handler.config.settings import Settings
-from handler.protocol.stateful import not_honoured
+from handler.protocol.dataplane import DataPlane
+from handler.protocol.stateful_refusals import not_honoured
 from handler.rest.body import read_body
 from handler.rest.responses import json_response
 from handler.rest.routes import V2Route

@@ -18,13 +18,13 @@ from adapters.errors import ModelNotReady
 from adapters.types import InferCall, InferResult
 from handler.codecs.request import load_json_object
 from handler.codecs.tfserving import ROW, decode_predict, encode_outputs, encode_predictions
+from handler.config.settings import Settings
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import Settings
-from handler.protocol.versions import VersionCatalog
+from handler.protocol.version_catalog import VersionCatalog
 from handler.rest.body import check_media_type, decompress, read_body
 from handler.rest.responses import json_response
 from handler.rest.routes import route

@@ -6,9 +6,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from handler.protocol.dataplane import DataPlane
 from handler.config.settings import Settings
-from handler.protocol.versions import Deployment, VersionCatalog
+from handler.protocol.dataplane import DataPlane
+from handler.protocol.version_catalog import Deployment, VersionCatalog
 from handler.rest.responses import json_response
 from handler.rest.routes import V2Route
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
-from handler.protocol.dataplane import DataPlane
 from handler.config.setting_lists import parse_default_versions
 from handler.config.settings import Settings
-from handler.protocol.statistics import Statistics
+from handler.protocol.dataplane import DataPlane
+from handler.protocol.statistics_counters import Statistics
 from handler.runtime.startup import check_repository, repository_failure
 
 #: Explicit settings over the environment's for this process (``configure``).

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from adapters.errors import InvalidInput
 from handler.config.setting_lists import parse_default_versions
 from handler.config.settings import Settings
-from handler.protocol.versions import Deployment, parse_labels, rfc3339
+from handler.protocol.version_catalog import Deployment, parse_labels, rfc3339
 from handler.server import build_app
 from tests import onnx_models
 from tests.conftest import make_settings

@@ -18,7 +18,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from handler.protocol.statistics import read_snapshot
+from handler.protocol.statistics_counters import read_snapshot
 from tests.metrics_scrape import dashboard_expressions
 from tests.servers import LOOPBACK, HeldPort, OipServer, children, oip_serve, running
 

@@ -1,6 +1,7 @@
 """The adaptive admission of handler/inference/admission.py (each model's gate, the worker's bound) and what it
 needs from the rest: the dynamic batcher's queue counting the batch being formed, its loop surviving a failure,
-and a dead worker's requests counted as failures (handler/protocol/statistics.py ``retire``). Rules, no server."""
+and a dead worker's requests counted as failures (handler/protocol/statistics_counters.py ``retire``). Rules, no
+server."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from adapters.onnx.queue_policy import BatchingPolicy, QueueFull
 from adapters.repository.model_config import parse_model_config
 from handler.inference.admission import Admission, ModelGate, Overloaded, gate_parallelism
 from handler.observability.prometheus import failure_reason
-from handler.protocol.statistics import FAILURE_REASONS, Statistics, read_snapshot, retire
+from handler.protocol.statistics_counters import FAILURE_REASONS, Statistics, read_snapshot, retire
 from handler.protocol.status import HTTP_STATUS
 
 

@@ -15,8 +15,8 @@ from adapters.onnx.batcher import Batcher, batch_key
 from adapters.onnx.queue_policy import BatchingPolicy, QueueFull, QueuePolicy
 from adapters.repository.model_config import parse_model_config
 from handler.inference.admission import Admission, Overloaded, default_inflight, largest_dynamic_batch
-from handler.protocol.deadline import lambda_deadline
 from handler.protocol.status import GRPC_STATUS, HTTP_STATUS
+from handler.protocol.transport_deadlines import lambda_deadline
 
 
 def _policy(text: str) -> BatchingPolicy:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from adapters.types import Execution
-from handler.protocol.statistics import BUCKETS_NS, HISTOGRAMS, Statistics, read_snapshot, retire
+from handler.protocol.statistics_counters import BUCKETS_NS, HISTOGRAMS, Statistics, read_snapshot, retire
 
 
 def _bucket(ns: int) -> int:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from adapters.types import Execution
-from handler.protocol.statistics import Statistics
+from handler.protocol.statistics_counters import Statistics
 
 
 def _hammer(directory: str, seconds: float) -> None:

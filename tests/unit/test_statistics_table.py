@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters.types import Execution
-from handler.protocol.statistics import Statistics
+from handler.protocol.statistics_counters import Statistics
 
 
 def _record(statistics: Statistics, versions: int) -> list[tuple[str, str]]:

@@ -1,5 +1,5 @@
 """Inference for a model routed to Triton (over HTTP), passed through: the request body goes to Triton as it
-came, and Triton's answer comes back with only its JSON part rewritten (``codecs/forwarded.py``).
+came, and Triton's answer comes back with only its JSON part rewritten (``codecs/passthrough_answer.py``).
 
 Requests that need this server's decoding keep the decoding path (``rest/inference.py``): compressed bodies,
 raw binary (``Inference-Header-Content-Length: 0``), malformed JSON (our 400, where Triton answers 500), and any
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from handler.codecs.forwarded import is_json_object, rewrite_forwarded_response
+from handler.codecs.passthrough_answer import is_json_object, rewrite_forwarded_response
 from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
 from handler.rest.responses import JSON, InferAnswer, infer_response
 
