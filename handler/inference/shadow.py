@@ -6,8 +6,9 @@ The default's answer never waits for its shadow: ``InferenceService.answer`` han
 result to ``offer``, which only samples and puts them on a bounded queue (``QUEUE_SIZE``; when it is full the copy is
 dropped and counted ``overloaded``) and returns. One background task per worker takes the copies one at a time,
 after yielding to the event loop so that the answer in hand is sent first, and runs each through the data plane
-within its ``shadow_timeout_ms`` (else counted ``timeout``); any error is counted ``error`` and dropped. The task
-runs in a context of its own: no request's deadline, span or log keys reach it.
+with ``shadow_timeout_ms`` as its deadline (onnxruntime stops the run then; counted ``timeout``); any error is
+counted ``error`` and dropped. The task runs in a context of its own: no request's deadline, span or log keys
+reach it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-from adapters.repository.shadow import ShadowPlan
+from adapters import deadline as deadlines
+from adapters.deadline import DeadlineExceeded
+from adapters.repository.shadow import SHADOW_TIMEOUT_MS, ShadowPlan
 from adapters.types import InferCall, InferResult
 from handler.observability.comparison import compare_outputs
 from handler.observability.shadow_metrics import Key, ShadowCounters
@@ -92,9 +95,11 @@ class Shadow:
         name = copy.key[0]
         try:
             target = self.dataplane.resolve(name, copy.plan.version)
-            async with asyncio.timeout(copy.plan.timeout_s):
-                shadowed = await self.dataplane.run(target, copy.call)
-        except TimeoutError:
+            # The deadline stops onnxruntime's run itself (its watchdog); the timeout stops the wait for it.
+            with deadlines.bound(deadlines.after(copy.plan.timeout_s, SHADOW_TIMEOUT_MS)):
+                async with asyncio.timeout(copy.plan.timeout_s):
+                    shadowed = await self.dataplane.run(target, copy.call)
+        except (TimeoutError, DeadlineExceeded):
             self.counters.failed(copy.key, "timeout")
             return
         except Exception as exc:  # the candidate's own failure: counted and dropped

@@ -62,10 +62,16 @@ class ShadowCounters:
     ``WRITE_INTERVAL_S`` while they change, and ``WRITE_INTERVAL_S`` after the last change at the latest."""
 
     def __init__(self, directory: str | Path | None) -> None:
-        self.path = Path(directory) / f"{FILE_PREFIX}{os.getpid()}.json" if directory else None
+        self.directory = Path(directory) if directory else None
         self.counts: dict[Key, dict[str, Any]] = {}
         self._written = 0.0
         self._pending: asyncio.TimerHandle | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """This process's file (named by its pid when it writes, so a worker forked after the counters were made
+        writes its own)."""
+        return self.directory / f"{FILE_PREFIX}{os.getpid()}.json" if self.directory else None
 
     def compared(self, key: Key, comparison: Comparison) -> None:
         """Count one compared request."""
@@ -90,7 +96,7 @@ class ShadowCounters:
 
     def _write(self) -> None:
         """Write now if the last write is ``WRITE_INTERVAL_S`` old; else once it is (on the running loop, if any)."""
-        if self.path is None or self._pending is not None:
+        if self.directory is None or self._pending is not None:
             return
         wait = self._written + WRITE_INTERVAL_S - time.monotonic()
         if wait > 0:
@@ -104,14 +110,15 @@ class ShadowCounters:
     def flush(self) -> None:
         """Write the counters to the worker's file now (replacing it whole)."""
         self._pending = None
-        if self.path is None:
+        path = self.path
+        if path is None:
             return
         self._written = time.monotonic()
         rows = [{"labels": list(key), **counts} for key, counts in self.counts.items()]
-        partial = self.path.with_name(self.path.name + ".partial")
+        partial = path.with_name(path.name + ".partial")
         try:
             partial.write_text(json.dumps(rows))
-            os.replace(partial, self.path)
+            os.replace(partial, path)
         except OSError as exc:  # the statistics directory gone (the server stopping): counted in memory still
             logger.debug("shadow counters not written: %s", exc)
 

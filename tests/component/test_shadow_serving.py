@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
 from tests.metrics_scrape import Scrape, scrape
 from tests.onnx_models import OPSET
+from tests.overload_models import forever
 from tests.servers import OipServer, live, oip_serve, ready
 from tests.shadow_models import classifier_repository, rows
 
@@ -152,3 +153,31 @@ def test_a_shadow_version_that_is_not_served_makes_the_model_unavailable_naming_
         index = httpx.post(f"http://{server.address}/v2/repository/index", json={}, timeout=10).json()
     assert response.status_code != 200
     assert "shadow_version 9 is not among ['1', '2']" in str(index)
+
+
+def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_answer_is_200(tmp_path: Path) -> None:
+    """Version 2 runs until it is stopped (tests/overload_models.py ``forever``): each copy is dropped at
+    ``shadow_timeout_ms`` and counted ``timeout``, and the default keeps answering."""
+    root = tmp_path / "models"
+    identity = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "fast",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
+    )
+    for version, model in (("1", helper.make_model(identity, opset_imports=OPSET, ir_version=8)), ("2", forever())):
+        (root / "clf" / version).mkdir(parents=True)
+        onnx.save(model, root / "clf" / version / "model.onnx")
+    (root / "clf" / "config.pbtxt").write_text(
+        'name: "clf"\nparameters { key: "default_version" value { string_value: "1" } }\n'
+        'parameters { key: "shadow_version" value { string_value: "2" } }\n'
+        'parameters { key: "shadow_timeout_ms" value { string_value: "50" } }\n'
+    )
+    request = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.5]}]}
+    with serving(root) as (server, url), httpx.Client(base_url=f"http://{server.address}", timeout=30) as client:
+        statuses = [client.post("/v2/models/clf/infer", json=request).status_code for _ in range(3)]
+        metrics = settled(url, 3)
+        assert client.post("/v2/models/clf/infer", json=request).json()["outputs"][0]["data"] == [1.5]
+    assert statuses == [200, 200, 200]
+    assert metrics.value("oip_shadow_failures_total", **LABELS, reason="timeout") == 3
+    assert metrics.value("oip_shadow_compared_total", **LABELS) == 0
