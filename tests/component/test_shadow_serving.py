@@ -19,7 +19,7 @@ from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
 from tests.metrics_scrape import Scrape, scrape
 from tests.onnx_models import OPSET
 from tests.overload_models import forever
-from tests.servers import OipServer, live, oip_serve, ready
+from tests.servers import OipServer, children, live, oip_serve, ready
 from tests.shadow_models import classifier_repository, rows
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
@@ -181,3 +181,29 @@ def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_an
     assert statuses == [200, 200, 200]
     assert metrics.value("oip_shadow_failures_total", **LABELS, reason="timeout") == 3
     assert metrics.value("oip_shadow_compared_total", **LABELS) == 0
+
+
+def statistics_directory(worker: int) -> Path:
+    """The ``oip-stats-*`` directory a worker shares its statistics through (the table it maps, in /proc)."""
+    for line in Path(f"/proc/{worker}/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1]
+        if "/oip-stats-" in path:
+            return Path(path).parent
+    raise AssertionError(f"worker {worker} maps no statistics table")
+
+
+def test_two_workers_shadow_metrics_are_summed(tmp_path: Path) -> None:
+    """Each worker writes its own counters file (by its pid); the scrape sums them: every copy counted once."""
+    classifier_repository(tmp_path / "models", "clf", perturbed=False, parameters={"shadow_version": "2"})
+    request = body(rows(1)[0:1])
+    with oip_serve(env={"MODEL_REPOSITORY": str(tmp_path / "models")}, workers=2, metrics=True) as server:
+        url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+        stats_dir = statistics_directory(children(server.pid)[0])
+        sent, deadline = 0, time.monotonic() + 120
+        while len(list(stats_dir.glob("shadow-*.json"))) < 2:  # a fresh connection each, until both workers shadowed
+            assert time.monotonic() < deadline, "one worker answered every request"
+            assert httpx.post(f"http://{server.address}/v2/models/clf/infer", json=request).status_code == 200
+            sent += 1
+        metrics = settled(url, sent)
+    assert metrics.value("oip_shadow_compared_total", **LABELS) == sent
+    assert metrics.value("oip_shadow_agreement_total", **LABELS) == sent
