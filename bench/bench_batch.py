@@ -7,7 +7,8 @@ turns each round) so that a shared machine's load falls on all of them alike:
 - ``floor``: session.run on chunks of the parsed array (the .npy of the same rows loaded), nothing written;
 - ``oip batch .npy``: that .npy through ``oip batch``;
 - with ``--s3``: the batch Lambda handler in a process of its own on the .jsonl as an S3 object (an S3 ObjectCreated
-  event, and a Step Functions item), against moto's S3 on 127.0.0.1.
+  event, and a Step Functions item), against moto's S3 on 127.0.0.1, its log lines (the function's telemetry) written
+  to a file as Lambda's log agent would take them.
 
 Rows per second are the rows over each process's wall time (start to exit) and, for the batch paths, over the
 prediction alone as the manifest reports it (``rows_per_second``); CPU seconds are the process's user + system time.
@@ -83,7 +84,7 @@ lambda_handler(event, LocalLambdaContext())
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import output_keys
 manifest = output_keys(key, BatchConfig.from_env())[1]
-print(boto3.client("s3").get_object(Bucket=bucket, Key=manifest)["Body"].read().decode())
+sys.stderr.write(boto3.client("s3").get_object(Bucket=bucket, Key=manifest)["Body"].read().decode())
 """
 
 
@@ -149,7 +150,9 @@ def _s3(kind: str, source: Path, env: dict[str, str]) -> Callable[[int], subproc
     def run(round_number: int) -> subprocess.CompletedProcess[str]:
         key = f"input/iris/{kind}-{round_number}.jsonl"  # a new object each round: a predicted one is skipped
         command = [sys.executable, "-c", S3_RUN, "bench", key, str(source), kind]
-        return subprocess.run(command, capture_output=True, text=True, env=env)
+        with (source.parent / f"{kind}.log").open("w") as log:  # the function's log lines (EMF), as CloudWatch's
+            done = subprocess.run(command, stdout=log, stderr=subprocess.PIPE, text=True, env=env)
+        return subprocess.CompletedProcess(done.args, done.returncode, done.stderr, done.stderr)
 
     return run
 
