@@ -29,8 +29,8 @@ from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
 from adapters.types import InferCall, Tensor
 from bench.common import oip_server, p50_ms
-from handler.protocol.dataplane import DataPlane
 from handler.config.settings import DEMO_REPOSITORY
+from handler.protocol.dataplane import DataPlane
 from tests.conftest import free_port
 from tests.integration.triton_server import TritonServer, _python_model, build_repository
 

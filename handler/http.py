@@ -15,7 +15,7 @@ import gc
 
 # No cyclic garbage collection during init: it makes some 100,000 objects (modules, classes, the app, the
 # sessions) that live as long as the container, and about 500 that are garbage, yet crosses the threshold of a
-# full collection, which scans them all (about 50 ms of the init here), besides the younger collections on the
+# full collection, which scans them all (a noticeable part of the init), besides the younger collections on the
 # way. At the end they are frozen (never scanned again) and collection resumes (an init that raises leaves it
 # off, in a process Lambda then discards).
 _collecting = gc.isenabled()
@@ -149,7 +149,7 @@ def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
         invocation_keys(event, context, _request_id(event))
         logger.warning("event refused", extra={"status": error.status, "reason": error.message})
         return error_response(event, error)
-    # Without ``clear_state``: clearing and rebuilding the formatter's keys cost 5-12 us an invocation, and the
+    # Without ``clear_state``: clearing and rebuilding the formatter's keys is work on every invocation, and the
     # one key we add per invocation (the correlation id) is set anew each time, None included (tests/component/
     # test_lambda_http.py checks that one invocation's id never reaches the next one's lines).
     invocation_keys(event, context, _correlation_id(event))  # the event as it came, also when it is logged

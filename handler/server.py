@@ -23,11 +23,11 @@ from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
+from handler.config.platform import Platform
+from handler.config.settings import Settings, onnxruntime_telemetry_off
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.observability.worker_telemetry import worker_telemetry
-from handler.config.platform import Platform
-from handler.config.settings import Settings, onnxruntime_telemetry_off
 from handler.rest.starlette_app import create_serving_app
 from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
@@ -62,10 +62,10 @@ def onnxruntime_fork_safe() -> bool:
 
 def preload(http: type[asyncio.Protocol] | str = "auto") -> None:
     """Import ``FORK_SAFE_MODULES``, uvloop, Triton's config schema and, when ``onnxruntime_fork_safe``, the ONNX
-    backend with onnxruntime (30-60 ms a worker would otherwise spend after the fork): what a supervisor does before
+    backend with onnxruntime (which a worker would otherwise import after the fork): what a supervisor does before
     forking. uvicorn's lifespan and ``http`` protocol modules are imported by loading a uvicorn config of a bare ASGI
     app, and anyio's asyncio backend (the first run of a model goes to a worker thread) by running it once: a loop
-    that is closed again and no thread, about 10 ms less per worker."""
+    that is closed again and no thread, so that no worker does it."""
     import anyio
     import uvicorn
 
@@ -133,8 +133,8 @@ def _stop_worker(exc: Exception, settings: Settings | None) -> NoReturn:
 
 def log_what_runs(app: Starlette, settings: Settings) -> None:
     """The start-up log (handler/runtime/banner.py) of the worker serving ``app``."""
-    from handler.inference.admission import default_inflight, largest_dynamic_batch
     from handler.config.cores import available_cores
+    from handler.inference.admission import default_inflight, largest_dynamic_batch
 
     router = app.state.dataplane.router
     repository = router.repository

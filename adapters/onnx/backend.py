@@ -60,7 +60,7 @@ class SessionSettings:
 
     Thread counts of 0 let onnxruntime choose (set both explicitly on arm64 Lambda).
     A model whose recent runs took less than ``inline_run_ms`` runs on the event loop's own
-    thread: handing a 50 µs run to a worker thread costs several hundred µs. Slower models
+    thread: handing a short run to a worker thread costs more than the run. Slower models
     run in a worker thread so the server keeps answering meanwhile, and so does a model's next run after any
     run of ``SLOW_RUN_MS`` or more (``adapters/onnx/placement.py``). ``dynamic_batching`` off ignores
     config.pbtxt's ``dynamic_batching`` (Lambda: one request per environment, nothing to merge).

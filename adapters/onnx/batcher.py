@@ -202,7 +202,7 @@ class Batcher:
 
         A run's requests are answered once the next batch, if one is ready, has started in its worker thread:
         answering them first kept the event loop on the GIL for their responses while the worker thread waited for
-        it, and the model idled 2-4 ms between runs (bench/bench_dynamic_batching.py).
+        it, and the model idled between runs (bench/bench_dynamic_batching.py).
 
         An unexpected exception in the loop (a bug) fails the requests it held (waiting, or in the batch it was
         sending) with an internal error, is logged once per kind, and ends this loop; the next request starts a new

@@ -1,5 +1,5 @@
 """Where a model's next run goes, on the event loop's own thread or in a worker thread, decided from its measured
-run time (``OIP_INLINE_RUN_MS``): handing a 50 µs run to a worker thread costs several hundred µs, while a long
+run time (``OIP_INLINE_RUN_MS``): handing a short run to a worker thread costs more than the run, while a long
 run on the event loop holds up every other request and the worker's heartbeat."""
 
 from __future__ import annotations

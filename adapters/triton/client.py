@@ -1,8 +1,8 @@
 """One asyncio tritonclient (HTTP or gRPC) for a Triton URL, with error translation, timeouts and retries.
 
-The client is imported lazily (``tritonclient.http.aio`` costs about 0.5 s of cold start here, because it
-pulls in gevent and aiohttp; ``tritonclient.grpc.aio`` about 0.3 s), so a deployment without remote models
-pays nothing. HTTP is the default all the same: it forwards faster (bench/bench_triton.py).
+The client is imported lazily (``tritonclient.http.aio`` pulls in gevent and aiohttp, ``tritonclient.grpc.aio``
+grpcio: both weigh on a cold start), so a deployment without remote models pays nothing. HTTP is the default all
+the same: it forwards faster (bench/bench_triton.py, docs/performance.md).
 
 Foreign exceptions become ours at this boundary only, by type, in one table per protocol (``error_table``), most
 specific first: tritonclient's ``InferenceServerException`` by the status Triton answered (``HTTP_STATUS_ERRORS``;

@@ -2,7 +2,7 @@
 keep-alive aiohttp session, and Triton's answer comes back as it is (error translation as ``TritonClient``'s).
 
 aiohttp is what tritonclient's HTTP client runs on (``tritonclient[http]``), so it adds no dependency; it is
-imported on the first forwarded call only. It forwards faster than httpx here (bench/bench_triton.py).
+imported on the first forwarded call only. It was chosen over httpx by bench/bench_triton.py (docs/performance.md).
 """
 
 from __future__ import annotations

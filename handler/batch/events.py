@@ -15,8 +15,8 @@ from handler.batch.routing import batch_event_kind
 from handler.batch.s3 import handle_item_batch, handle_s3_event
 from handler.batch.service import batch_service
 from handler.batch.sqs import handle_sqs_message, require_destination
-from handler.inference.service import InferenceService
 from handler.config.lambda_settings import LambdaSettings
+from handler.inference.service import InferenceService
 
 logger = Logger(service=LambdaSettings.from_env().service_name)
 

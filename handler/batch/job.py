@@ -19,9 +19,9 @@ from handler.batch.lines import OverlongLine
 from handler.codecs.json_numeric import load_infer_json
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
+from handler.config.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 from handler.inference.service import InferenceService
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 
 Write = Callable[[bytes], object]
 #: Asked before each chunk; True stops the run cleanly (the manifest then says ``"complete": false``).

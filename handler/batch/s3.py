@@ -20,8 +20,8 @@ from handler.batch.job import BatchJob, BatchSummary
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
-from handler.inference.service import InferenceService
 from handler.config.lambda_settings import LambdaSettings
+from handler.inference.service import InferenceService
 from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from handler.config.lambda_settings import LambdaSettings
 from handler.inference.service import InferenceService
 from handler.observability.lambda_telemetry import lambda_telemetry
-from handler.config.lambda_settings import LambdaSettings
 from handler.runtime import container
 
 

@@ -23,12 +23,12 @@ from adapters.types import InferCall, InferResult
 from handler.batch.aws import aws_client, object_exists
 from handler.batch.config import BatchConfig
 from handler.batch.job import decode_document, encode_line, parse_line
+from handler.config.lambda_settings import LambdaSettings
+from handler.config.variables import SettingsError
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.config.lambda_settings import LambdaSettings
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.variables import SettingsError
 from handler.runtime.loop import run
 
 logger = Logger(service=LambdaSettings.from_env().service_name)

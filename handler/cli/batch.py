@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from handler.cli.batch_files import BatchFiles, Resume
+    from handler.config.settings import Settings
     from handler.inference.service import InferenceService
     from handler.protocol.dataplane import DataPlane
-    from handler.config.settings import Settings
 
 
 class Interrupt:
@@ -57,8 +57,8 @@ def batch(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> int:
     """The process assembled (settings, data plane, its one inference service), then the file predicted."""
-    from handler.inference.service import InferenceService
     from handler.config.settings import Settings
+    from handler.inference.service import InferenceService
 
     settings = Settings.from_env(model_repository=args.model_repository)
     service = InferenceService(_dataplane(settings), settings)

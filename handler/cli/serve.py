@@ -116,7 +116,7 @@ def serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             workers=args.workers,
-            ws="none",  # no WebSocket endpoint in the V2 protocols: the websockets library stays unimported (15-20 ms)
+            ws="none",  # no WebSocket endpoint in the V2 protocols: the websockets library stays unimported
             log_level=settings.log_level,
             access_log=settings.access_log,
             timeout_graceful_shutdown=math.ceil(settings.drain_timeout),
@@ -252,15 +252,15 @@ def import_without_collection(workers: int, http: type[asyncio.Protocol] | str =
     """Import what a worker needs before its first answer, here (before the fork with several workers), without
     cyclic garbage collection; then freeze what was made and let collection resume.
 
-    The imports make some 100,000 objects that live as long as the process and little garbage, yet cost about 150
-    collections, one of them full (45-80 ms of a start on this project's 2-core machine). Python's ``gc``
+    The imports make some 100,000 objects that live as long as the process and little garbage, yet cost many
+    collections, one of them full, which scans them all. Python's ``gc``
     documentation gives the recipe for a process that forks without exec: collection disabled early in the parent,
     objects frozen right before the fork (a child's collections then never scan, nor copy on write, the pages of
     the parent's objects), collection on in the children. With one worker there is no fork: freezing keeps the
     serving process's full collections from scanning every module's objects.
 
     A forked worker starts with numpy, FastAPI and our modules imported, where a spawned one (a fresh interpreter)
-    imports them again (about 1 s on a busy 2-core machine) before it opens its sessions. The supervisor stays
+    imports them again before it opens its sessions. The supervisor stays
     single-threaded (numpy's OpenBLAS is loaded with one thread unless ``OPENBLAS_NUM_THREADS`` says otherwise;
     nothing here reads it on the serving path), opens no session and keeps no event loop: each worker builds its
     app, sessions and gRPC server after it starts.

@@ -17,8 +17,8 @@ from typing import Any, Final
 import simdjson
 
 from adapters.errors import InvalidInput
-from handler.protocol.checks import MAX_DIMS
 from handler.config.settings import MAX_REQUEST_TENSORS
+from handler.protocol.checks import MAX_DIMS
 
 #: The most entries of the request's ``parameters`` object, and of an input's or an output's.
 MAX_PARAMETERS: Final = 256

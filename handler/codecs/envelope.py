@@ -4,8 +4,8 @@ pydantic's ``InferenceRequest`` (``schemas.py``) is the schema: the OpenAPI docu
 gives the errors. ``plain_envelope`` checks the common request by hand, accepting only documents that
 ``InferenceRequest`` accepts and giving the same values (``tests/unit/test_envelope.py`` checks both over generated
 documents); it answers None for anything else, which ``envelope`` then hands to pydantic. In the flow of a small
-request pydantic's validation cost 12-16 us of a 250 us Lambda invocation (2.6 us when timed alone: most of it is
-the trip through its validators' code and data), and it is the same work on every request.
+request pydantic's validation is a large share of a Lambda invocation (most of it the trip through its validators'
+code and data, which is colder there than when timed alone), and it is the same work on every request.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from typing import Final
 
 from adapters.errors import InvalidInput
 from handler.codecs.bounds import MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TENSOR_PARAMETERS
-from handler.protocol.checks import MAX_DIMS
 from handler.config.settings import MAX_REQUEST_TENSORS
+from handler.protocol.checks import MAX_DIMS
 
 #: The most fields of one message other than those counted by name (names, datatypes, contents, unknown fields).
 MAX_OTHER_FIELDS: Final = 64

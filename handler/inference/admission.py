@@ -36,8 +36,8 @@ from adapters.deadline import Deadline, DeadlineExceeded
 from adapters.errors import ErrorCode, V2Error
 
 if TYPE_CHECKING:
-    from handler.protocol.dataplane import DataPlane
     from handler.config.settings import Settings
+    from handler.protocol.dataplane import DataPlane
 
 #: The queueing delay a model's gate accepts beyond one run, when ``OIP_ADMISSION_TARGET_MS`` is not set.
 DEFAULT_TARGET_MS: Final = 100

@@ -46,11 +46,11 @@ from handler.codecs.s3_references import (
     location,
     model_parameters,
 )
+from handler.config.settings import MAX_REQUEST_BYTES, Settings
 from handler.inference.byte_budget import Held
 from handler.inference.s3_errors import Access, translated
 from handler.inference.s3_errors import StoreUnavailable as StoreUnavailable  # re-exported: the error it raises
 from handler.protocol.limits import element_count, over_request_budget
-from handler.config.settings import MAX_REQUEST_BYTES, Settings
 
 _SSE: Final = {"aes256": "AES256", "aws:kms": "aws:kms"}
 

@@ -35,6 +35,8 @@ from adapters import deadline as deadlines
 from adapters.errors import V2Error
 from adapters.types import InferCall, InferResult
 from handler.codecs.content_types.bridge import OutputPlan, decode_content_types, encode_content_types, model_defaults
+from handler.config.cores import available_cores
+from handler.config.settings import Settings
 from handler.inference.admission import (
     Ticket,
     admission,
@@ -55,11 +57,9 @@ from handler.inference.s3_tensors import (
 )
 from handler.inference.shadow import shadow_of
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.config.cores import available_cores
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.limits import TensorCounts, check_allocation
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import Settings
 
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded

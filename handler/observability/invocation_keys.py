@@ -7,12 +7,11 @@
 the correlation id in the same update. The log lines are the decorator's (``tests/unit/test_invocation_keys.py``
 compares them over cold and warm invocations, event logging and sampling).
 
-Why not the decorator: on a small request it was 37k of 621k instructions an invocation (callgrind), about 5 %
-of the time, most of it finding the formatter again on every call and building a context model to read four
-attributes from. The first invocation of an ``InvocationKeys`` goes through the decorator itself, which claims
-Powertools' cold start (``False`` under provisioned concurrency, or when a batch invocation of the same function,
-``handler.batch``, whose handler keeps the decorator, already claimed it), so the two never both claim it; every
-later one is warm.
+Why not the decorator: on a small request it is a visible share of an invocation's work, most of it finding the
+formatter again on every call and building a context model to read four attributes from. The first invocation
+of an ``InvocationKeys`` goes through the decorator itself, which claims Powertools' cold start (``False`` under
+provisioned concurrency, or when a batch invocation of the same function, ``handler.batch``, whose handler keeps
+the decorator, already claimed it), so the two never both claim it; every later one is warm.
 """
 
 from __future__ import annotations

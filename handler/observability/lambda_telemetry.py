@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from handler.observability.telemetry import PowertoolsTelemetry
 from handler.config.settings import Settings
+from handler.observability.telemetry import PowertoolsTelemetry
 
 if TYPE_CHECKING:  # the sampler's module is imported only when request logging is on
     from handler.observability.request_log import RequestLogSampler

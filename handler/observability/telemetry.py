@@ -105,8 +105,8 @@ class PowertoolsTelemetry(Telemetry):
 
     The metrics line is the one Powertools' ``EphemeralMetrics`` writes for the same values (same structure,
     dimensions, names and units: ``tests/unit/test_telemetry.py`` compares them), serialised here with orjson
-    because building and validating it through Powertools cost about 140 us per invocation, a fifth of a small
-    request on Lambda (bench/bench_lambda_invoke.py). Lambda's log agent extracts the metrics from stdout.
+    because building and validating it through Powertools is a large share of a small request on Lambda
+    (bench/bench_lambda_invoke.py). Lambda's log agent extracts the metrics from stdout.
     """
 
     def __init__(self, sampler: RequestLogSampler | None = None, namespace: str = "OIP", tracing: bool = False) -> None:

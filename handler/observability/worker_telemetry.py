@@ -7,9 +7,9 @@ on: the steps are OpenTelemetry spans (``tracing.py``). Neither: the plain ``Tel
 
 from __future__ import annotations
 
+from handler.config.settings import Settings
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
-from handler.config.settings import Settings
 
 
 def worker_telemetry(settings: Settings, dataplane: DataPlane) -> Telemetry:

@@ -84,16 +84,15 @@ class _Table:
         self.directory = directory
         self.cells: list[int] | memoryview
         if directory is None:
-            # A list: adding to a Python int in a list is cheaper than adding through a buffer (the whole of
-            # Statistics.success fell from about 41,000 to 24,000 instructions per request, callgrind).
+            # A list: adding to a Python int in a list is cheaper than adding through a buffer.
             self.cells = [0] * (64 * _WIDTH)
             return
         # Named by the process and its start, never reused: a worker started later with a dead one's pid (the
         # kernel reuses them) makes a file of its own instead of overwriting what the dead one counted.
         stem = directory / f"{os.getpid()}-{time.time_ns()}"
         self._mapped = np.memmap(stem.with_suffix(".counters"), dtype=np.int64, mode="w+", shape=(_ROWS, _WIDTH))
-        # Written through a flat memoryview of its int64s: a Python int per cell, a few times cheaper to add to
-        # than numpy's scalar indexing, and the same bytes in memory.
+        # Written through a flat memoryview of its int64s: a Python int per cell, cheaper to add to than numpy's
+        # scalar indexing, and the same bytes in memory.
         self.cells = memoryview(self._mapped).cast("B").cast("q")
         self.keys_path = stem.with_suffix(".keys")
         self.keys_path.write_text("")

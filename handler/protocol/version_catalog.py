@@ -73,7 +73,7 @@ def parse_labels(text: str, model: str = "") -> dict[str, str]:
 
 
 def _package_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version  # 30 ms: when a resource is first read
+    from importlib.metadata import PackageNotFoundError, version  # a slow import: when a resource is first read
 
     try:
         return version(name)

@@ -15,10 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 from starlette.types import Lifespan, Receive, Scope, Send
 
+from handler.config.settings import Settings
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
-from handler.config.settings import Settings
 from handler.rest.docs import ApiInfo, OpenApiDocument
 from handler.rest.errors import error_response
 from handler.rest.inference import Inference

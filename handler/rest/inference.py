@@ -51,10 +51,9 @@ def _parse_header_length(value: str | None) -> int | None:
 BodyReader = Callable[[str | None, int], Awaitable[bytes]]
 
 #: JSON texts (a body, or a binary request's header) of this many bytes or more are decoded in a thread of their
-#: own, one at a time: a few milliseconds for numeric data, but up to a second or so of Python for 6 MiB of small
-#: JSON values that the counts do not bound, during which the event loop still answers other requests (it gets the
-#: GIL back at least every 5 ms, ``sys.getswitchinterval``). Measured with 6 MiB of ``{}`` under an unknown key: a
-#: normal request meanwhile took 0.12 s, 1.06 s on the loop. Below it, the hand-over would cost more than it saves.
+#: own, one at a time: a body of many small JSON values that the counts do not bound takes long to decode in
+#: Python, and meanwhile the event loop still answers other requests (it gets the GIL back every
+#: ``sys.getswitchinterval``). Below it, the hand-over would cost more than it saves (docs/performance.md).
 DECODE_ON_LOOP_BYTES: Final = 256 * 1024
 
 #: The inference routes' paths.

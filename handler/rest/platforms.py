@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from starlette.applications import Starlette
 
-from handler.inference.service import InferenceService
 from handler.config.platform import Platform
+from handler.inference.service import InferenceService
 from handler.rest.sagemaker import add_sagemaker_routes
 from handler.rest.v1 import add_v1_routes
 from handler.rest.versions import add_version_routes

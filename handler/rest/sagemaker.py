@@ -22,12 +22,12 @@ from adapters.types import InferCall, InferResult
 from handler.codecs.request import decode_infer_document, load_json_object
 from handler.codecs.response import encode_infer_response
 from handler.codecs.tfserving import decode_predict
+from handler.config.platform import Platform, custom_attributes, target_model
+from handler.config.settings import Settings
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.config.platform import Platform, custom_attributes, target_model
 from handler.protocol.resolved_model import ResolvedModel
-from handler.config.settings import Settings
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
 from handler.rest.routes import route

@@ -14,10 +14,10 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Lifespan, Receive, Scope, Send
 
+from handler.config.settings import Settings
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.protocol.dataplane import DataPlane
-from handler.config.settings import Settings
 from handler.rest.docs import ApiInfo, OpenApiDocument, docs_routes
 from handler.rest.errors import install_error_handlers
 from handler.rest.health import health_routes

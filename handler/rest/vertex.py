@@ -11,8 +11,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from handler.inference.service import InferenceService
 from handler.config.platform import Platform, target_model
+from handler.inference.service import InferenceService
 from handler.rest.responses import json_response
 from handler.rest.routes import route
 from handler.rest.v1 import predict

@@ -2,12 +2,11 @@
 
 By default glibc serves allocations above a threshold (128 KB, raised dynamically up to the largest freed
 block) with fresh ``mmap`` regions and trims the heap top above 128 KB: every large request body, simdjson's
-parse buffers and the decoded tensors are then new pages, and each new page is a page fault. Under a microVM
-(Firecracker, as on AWS Lambda and this project's CI machine) a fault costs several microseconds, and a
-3 MB JSON image request spent about 13 of its 21 ms decode in them (bench/bench_latency.py). With the mmap
-threshold at 32 MB (glibc's maximum) and the trim threshold at 64 MB, freed blocks go back to the heap and
-the next request reuses them: the decode fell to about 8 ms. The cost is resident memory: up to the trim
-threshold of freed memory stays in each arena.
+parse buffers and the decoded tensors are then new pages, and each new page is a page fault, which is dear under
+a microVM (Firecracker, as on AWS Lambda): a large JSON request spends much of its decode in them. With the mmap
+threshold at 32 MB (glibc's maximum) and the trim threshold at 64 MB, freed blocks go back to the heap and the
+next request reuses them (bench/bench_latency.py; docs/performance.md). The cost is resident memory: up to the
+trim threshold of freed memory stays in each arena.
 
 ``OIP_MALLOC_KEEP_MB`` (``Settings.malloc_keep_mb``, default 64) sets the trim threshold in MiB (the mmap threshold
 is half of it, at most 32 MiB); 0 leaves glibc's defaults. Elsewhere than glibc (musl, macOS) this does nothing.

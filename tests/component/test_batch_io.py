@@ -14,8 +14,8 @@ from adapters.errors import InvalidInput
 from handler.batch.job import BatchJob
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.npy import predict_npy
-from handler.inference.service import InferenceService
 from handler.config.settings import DEMO_REPOSITORY, Settings
+from handler.inference.service import InferenceService
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from tests.conftest import make_settings

@@ -20,9 +20,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.grpc.server import build_server
 from handler.observability.worker_telemetry import worker_telemetry
-from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
 from tests.servers import HeldPort
 from tests.spans import in_memory_spans

@@ -29,10 +29,10 @@ from handler.cli import build_parser
 from handler.cli.batch import Interrupt, predict_file
 from handler.cli.batch_files import batch_files
 from handler.cli.lambda_context import LocalLambdaContext
+from handler.config.platform import Platform
 from handler.grpc.server import build_server
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.config.platform import Platform
 from handler.rest.starlette_app import create_serving_app
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from starlette.types import ASGIApp
 
-from handler.observability.worker_telemetry import worker_telemetry
 from handler.config.settings import DEMO_REPOSITORY, Settings
+from handler.observability.worker_telemetry import worker_telemetry
 from handler.rest.app import create_app
 from handler.runtime.container import build_dataplane
 from handler.server import build_app

@@ -27,8 +27,8 @@ from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import OverlongLine, bounded_lines
 from handler.batch.s3 import BatchFailed, handle_item_batch, process_object
 from handler.batch.service import batch_service
-from handler.inference.service import InferenceService
 from handler.config.settings import Settings
+from handler.inference.service import InferenceService
 from handler.runtime import container
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run

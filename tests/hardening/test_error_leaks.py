@@ -23,9 +23,9 @@ from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from adapters.repository.repository import ModelRepository
+from handler.config.settings import Settings
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
-from handler.config.settings import Settings
 from handler.rest.app import create_app
 from handler.server import build_app
 from tests import onnx_models

@@ -33,9 +33,9 @@ from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
 from adapters.types import InferCall, InferResult
+from handler.config.settings import Settings
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
-from handler.config.settings import Settings
 from handler.rest.app import create_app
 from tests import buggy_backend, onnx_models
 from tests.conftest import LiveServer

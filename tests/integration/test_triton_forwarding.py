@@ -16,8 +16,8 @@ from adapters.onnx.backend import OnnxBackend
 from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
-from handler.protocol.dataplane import DataPlane
 from handler.config.settings import DEMO_REPOSITORY
+from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
 from tests.integration.triton_server import TritonServer
 from tests.servers import LiveServer, wait_for

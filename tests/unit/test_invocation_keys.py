@@ -20,8 +20,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import logger as powertools_logger
 
 from handler.cli.lambda_context import LocalLambdaContext
-from handler.observability.invocation_keys import InvocationKeys
 from handler.config.lambda_settings import LambdaSettings
+from handler.observability.invocation_keys import InvocationKeys
 
 EVENTS = [
     {"requestContext": {"requestId": "apigw-1"}, "body": "one"},

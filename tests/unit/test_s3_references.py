@@ -13,10 +13,10 @@ from adapters.types import InferCall, InferResult, RequestedOutput, Tensor
 from handler.codecs.request import decode_infer_document
 from handler.codecs.response import encode_infer_response
 from handler.codecs.s3_references import PENDING, STORED, Location, allowed, location, parse_uri
-from handler.grpc import codec as grpc_codec
-from handler.inference.s3_tensors import Access, StoreUnavailable, extension_off, mentions_references, translated
 from handler.config.setting_lists import parse_s3_prefixes
 from handler.config.settings import Settings, SettingsError
+from handler.grpc import codec as grpc_codec
+from handler.inference.s3_tensors import Access, StoreUnavailable, extension_off, mentions_references, translated
 from handler.protocol.status import GRPC_STATUS, status_of
 
 TRICKS = [
