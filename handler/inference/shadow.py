@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import logging
 import random
+import time
 from dataclasses import dataclass
 from typing import Final
 
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 #: Copies waiting for the shadow at most, per worker; more are dropped and counted ``overloaded``.
 QUEUE_SIZE: Final = 64
+#: Seconds between two logged disagreements at least, per worker.
+DISAGREEMENT_LOG_INTERVAL_S: Final = 1.0
+#: Values of each output a logged disagreement shows.
+LOGGED_VALUES: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +58,7 @@ class Shadow:
         self.counters = counters
         self.queue: asyncio.Queue[Copy] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
+        self._logged = -DISAGREEMENT_LOG_INTERVAL_S
 
     def plan(self, model: ResolvedModel, result: InferResult) -> ShadowPlan | None:
         """The model's plan when its default version gave ``result``; None otherwise."""
@@ -106,10 +112,41 @@ class Shadow:
             logger.debug("shadow of %s version %s failed: %s", name, copy.plan.version, exc)
             self.counters.failed(copy.key, "error")
             return
-        self.counters.compared(copy.key, compare_outputs(copy.result.outputs, shadowed.outputs))
+        comparison = compare_outputs(copy.result.outputs, shadowed.outputs)
+        self.counters.compared(copy.key, comparison)
+        if not comparison.agrees:
+            self._log_disagreement(copy, shadowed)
+
+    def _log_disagreement(self, copy: Copy, shadowed: InferResult) -> None:
+        """One warning with the request's id and both answers (each output's first values), at most one per
+        ``DISAGREEMENT_LOG_INTERVAL_S`` per worker."""
+        now = time.monotonic()
+        if now - self._logged < DISAGREEMENT_LOG_INTERVAL_S:
+            return
+        self._logged = now
+        model, version, candidate = copy.key
+        logger.warning(
+            "shadow disagreement: model %s version %s against %s, request id %s: default %s; shadow %s",
+            model,
+            version,
+            candidate,
+            copy.call.id,
+            _answer(copy.result),
+            _answer(shadowed),
+        )
 
 
 def shadow_of(dataplane: DataPlane, stats_dir: str) -> Shadow:
     """A worker's ``Shadow``, its counters in ``stats_dir``; it costs a lookup per request of a model without a
     ``shadow_version``."""
     return Shadow(dataplane, ShadowCounters(stats_dir))
+
+
+def _answer(result: InferResult) -> str:
+    """Each output's name, shape and first ``LOGGED_VALUES`` values, for a log line."""
+    parts = []
+    for tensor in result.outputs:
+        values = tensor.data.ravel()[:LOGGED_VALUES].tolist()
+        more = ", ..." if tensor.data.size > LOGGED_VALUES else ""
+        parts.append(f"{tensor.name} {list(tensor.shape)} {values!s}"[:-1] + f"{more}]")
+    return "; ".join(parts)

@@ -94,6 +94,7 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
         send(server, [arrays[0]], "/v2/models/clf/versions/2/infer")  # a request to the candidate: no copy
         answers = send(server, arrays)
         metrics = settled(url, REQUESTS)
+        logged = [line for line in server.child.text().splitlines() if "shadow disagreement" in line]
     assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand["answers"]
     assert metrics.value("oip_shadow_compared_total", **LABELS) == REQUESTS
     assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand["agreeing"]
@@ -111,8 +112,11 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
     assert shown == cumulative
     if perturbed:
         assert 0 < elements - label_agreeing < elements // 4  # some rows change class, most do not
+        assert logged, "no disagreement logged"  # one a second at most: the first at least
+        assert "model clf version 1 against 2, request id" in logged[0] and "label [" in logged[0]
     else:
         assert hand["agreeing"] == REQUESTS and cumulative[0] == REQUESTS  # every difference 0
+        assert not logged
 
 
 def test_shadow_metrics_of_a_perturbed_candidate_equal_two_onnxruntime_sessions(tmp_path: Path) -> None:
