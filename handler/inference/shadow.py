@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+import anyio.to_thread
+
 from adapters import deadline as deadlines
 from adapters.deadline import DeadlineExceeded
 from adapters.repository.shadow import SHADOW_TIMEOUT_MS, ShadowPlan
@@ -59,6 +61,8 @@ class Shadow:
         self.queue: asyncio.Queue[Copy] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._logged = -DISAGREEMENT_LOG_INTERVAL_S
+        #: The candidate versions loaded (the others load on first use, in a thread).
+        self._ready: set[tuple[str, str]] = set()
 
     def plan(self, model: ResolvedModel, result: InferResult) -> ShadowPlan | None:
         """The model's plan when its default version gave ``result``; None otherwise."""
@@ -101,6 +105,9 @@ class Shadow:
         name = copy.key[0]
         try:
             target = self.dataplane.resolve(name, copy.plan.version)
+            if (name, copy.plan.version) not in self._ready:  # a candidate loads in a thread, never in the loop
+                await anyio.to_thread.run_sync(target.backend.load)
+                self._ready.add((name, copy.plan.version))
             # The deadline stops onnxruntime's run itself (its watchdog); the timeout stops the wait for it.
             with deadlines.bound(deadlines.after(copy.plan.timeout_s, SHADOW_TIMEOUT_MS)):
                 async with asyncio.timeout(copy.plan.timeout_s):
