@@ -4,8 +4,8 @@ It is built where the process is assembled (the Lambda init, each ``oip serve`` 
 function's init) and handed to every transport. REST (V2, KServe V1 / TF Serving, Vertex AI, SageMaker), gRPC
 (unary and streaming) and SQS messages hand each request to ``answer`` as an ``Exchange`` (``exchange.py``: how the
 request is read, decoded and encoded; requests passed through to Triton as they are, too); file batches (S3, Step
-Functions, ``oip batch``) hand a chunk's decoded rows to ``infer_many``. Both go through the same per-call steps
-(``_admit``, ``_prepare``, ``_finish``). The service alone:
+Functions, ``oip batch``) hand a chunk's lines merged by their decoder to ``infer_merged`` and any others to
+``infer_many``. All go through the same per-call steps (``_admit``, ``_prepare``, ``_finish``). The service alone:
 
 - observes each request (``observability/telemetry.py``: metrics, spans, sampled payloads), with the status its
   outcome maps to (a V2Error's own, 500 for anything else), its sizes and bodies as the exchange reports them, and
