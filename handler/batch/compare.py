@@ -21,6 +21,7 @@ import orjson
 from adapters.errors import V2Error
 from adapters.types import InferCall, InferResult
 from handler.batch.job import BatchJob, BatchSummary, Row, Stop, parse_rows
+from handler.batch.lines import OverlongLine
 from handler.inference.service import InferenceService
 from handler.observability.comparison import Comparison, compare_outputs
 
@@ -168,7 +169,7 @@ async def compare_jsonl(
 ) -> ComparisonReport:
     """Answer every line with its version and with ``candidate``, and compare the answers."""
     report = ComparisonReport(job.model, job.version, candidate)
-    numbered = enumerate(lines, start=1)
+    numbered = enumerate((logged_request(line) for line in lines), start=1)
     while not (stop and stop()):
         chunk = list(islice(numbered, job.chunk_size))
         if not chunk:
@@ -214,6 +215,31 @@ async def _answers(
         return await service.infer_many(model, version, calls)
     except V2Error as exc:
         return [exc] * len(calls)
+
+
+def logged_request(line: bytes) -> bytes:
+    """A line of the sampled request logs (``observability/request_log.py``: ``model``, ``raw_data``, ...) as the
+    V2 request it logged, naming its model; any other line as it is. A logged body that was binary stays a
+    record, which fails as its row."""
+    if isinstance(line, OverlongLine) or b'"raw_data"' not in line:
+        return line
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return line
+    if not isinstance(record, dict):
+        return line
+    raw, model = record.get("raw_data"), record.get("model")
+    if not isinstance(raw, str) or not isinstance(model, str):
+        return line
+    try:
+        request = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return line
+    if not isinstance(request, dict):
+        return line
+    request.setdefault("model_name", model)
+    return orjson.dumps(request)
 
 
 def _error_of(line: bytes) -> str:

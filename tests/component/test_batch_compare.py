@@ -13,6 +13,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from handler.observability.request_log import RequestLogSampler
 from tests.shadow_models import classifier_repository, rows
 
 #: Rows per line: most lines one row, some several (agreement counts rows, differences are per line).
@@ -144,3 +145,26 @@ def test_failed_rows_are_counted_per_version_and_exit_1(tmp_path: Path) -> None:
     assert report["failed"] == {"default": 1, "candidate": 0}
     assert report["error_samples"][0]["line"] == len(LINE_ROWS) + 1
     assert report["compared"] == len(LINE_ROWS)
+
+
+def test_sampled_request_logs_are_replayed_against_the_candidate(tmp_path: Path) -> None:
+    """The request logging's records (model, raw_data, ...), as RequestLogSampler writes them, are compared as
+    the V2 requests they logged, each naming its model; a record of a binary body fails as its row."""
+    model = classifier_repository(tmp_path / "models", "clf", perturbed=True)
+    arrays = [row[None, :] for row in rows(30, seed=4)]
+    records: list[bytes] = []
+    sampler = RequestLogSampler(100, records.append)
+    for array in arrays:
+        request = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": array.ravel().tolist()}]}
+        assert sampler.offer("clf", "1", json.dumps(request).encode(), b"{}")
+    assert sampler.offer("clf", "1", b"\xff\x00binary", b"{}")
+    (tmp_path / "log.jsonl").write_bytes(b"".join(records))
+    result = oip(
+        "batch", "log.jsonl", "--compare-version", "2", "--model-repository", "models", "--quiet", cwd=tmp_path
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # the binary record's row
+    report = json.loads((tmp_path / "log.jsonl.comparison.json").read_text())
+    hand = by_hand(model, arrays)
+    assert (report["rows"], report["compared"], report["failed"]) == (31, 30, {"default": 1, "candidate": 0})
+    assert report["outputs"]["label"]["elements_agreeing"] == hand["label"][0]
+    assert report["agreeing"] == hand["agreeing"]
