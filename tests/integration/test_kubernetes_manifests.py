@@ -20,7 +20,7 @@ from scripts.tool_env import executable
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "infra" / "kubernetes"
 CRD_SCHEMAS = ROOT / "tests" / "data" / "kubernetes" / "crd-schemas.json"
-DRIVER = ROOT / "tests" / "kubernetes_schemas.py"
+DRIVER = ROOT / "tests" / "tool_scripts" / "kubernetes_schemas.py"
 PAGE = ROOT / "docs" / "kubernetes.md"
 #: Helm values for the Prometheus adapter, not a Kubernetes object.
 ADAPTER_VALUES = MANIFESTS / "prometheus-adapter-values.yaml"

@@ -8,6 +8,7 @@ a custom resource against the ``openAPIV3Schema`` in ``crd_schemas`` (tests/data
 made strict the same way: every object schema that lists its properties refuses others, as ``kubectl apply``'s
 strict field validation does.
 """
+# tool venv: kubernetes-validate
 
 from __future__ import annotations
 
