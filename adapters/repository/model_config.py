@@ -1,8 +1,8 @@
 """Triton ``config.pbtxt`` parsed with Triton's own schema (``model_config.proto``).
 
 The schema module ships in tritonclient as ``tritonclient.grpc.model_config_pb2``. Importing
-it the ordinary way runs ``tritonclient/grpc/__init__.py``, which pulls in grpcio (about 0.5 s
-of cold start and an optional dependency). The module itself needs only protobuf, so it is
+it the ordinary way runs ``tritonclient/grpc/__init__.py``, which pulls in grpcio (an optional
+dependency, and a large part of a cold start). The module itself needs only protobuf, so it is
 loaded from its file under its canonical name; a later ``import tritonclient.grpc`` reuses it.
 """
 

@@ -190,7 +190,7 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--max-body-bytes",
         type=positive_int,
         help="largest request body, after decompression, and largest gRPC message (env OIP_MAX_BODY_BYTES; default: "
-        "6291456, 6 MiB)",
+        "67108864, 64 MiB; 6 MiB on Lambda)",
     )
     add_connection_limits(serve)
     # Options left out keep None: ``oip serve`` takes the environment's value then (handler/config/settings.py).
