@@ -98,6 +98,9 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
     assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand["answers"]
     assert metrics.value("oip_shadow_compared_total", **LABELS) == REQUESTS
     assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand["agreeing"]
+    # The candidate's runs count in its own statistics: the copies and the one request sent to it.
+    assert metrics.value("nv_inference_request_success", model="clf", version="2") == REQUESTS + 1
+    assert metrics.value("nv_inference_request_success", model="clf", version="1") == REQUESTS
     for reason in ("error", "timeout", "overloaded"):
         assert metrics.value("oip_shadow_failures_total", **LABELS, reason=reason) == 0
     label_agreeing, elements = hand["labels"]
