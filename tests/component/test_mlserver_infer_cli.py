@@ -90,5 +90,5 @@ def test_refused_lines_carry_our_message(server: LiveServer, tmp_path: Path) -> 
     assert "error" not in good
     assert bad["error"]["msg"] == "input 'input' has shape [1, 3] but the model expects [-1, 4] (-1 is any size)"
     unknown = mlserver_infer(server, tmp_path, "no_such_model", iris_lines()[:1])
-    known = "this server has ['identity_bytes', 'iris']"
+    known = "this server has identity_bytes, iris"
     assert unknown[0]["error"]["msg"] == f"Request for unknown model: 'no_such_model' is not found; {known}"

@@ -171,3 +171,23 @@ def test_an_output_block_belongs_to_the_example_right_above_it(tmp_path: Path) -
     first, second = examples(page)
     assert first.output == "{}\n" and second.output is None
     assert re.search("8000", first.block.code)
+
+
+def test_grpc_server_metadata_lists_rests_extensions_but_the_versions_resource(server: tuple[int, int]) -> None:
+    """docs/protocol.md's "Triton extensions": gRPC ``ServerMetadata`` lists what ``GET /v2`` lists, in the same
+    order, except ``model_versions``, for which the gRPC service has no RPC."""
+    import httpx
+    import tritonclient.grpc as triton_grpc
+
+    http_port, grpc_port = server
+    rest = httpx.get(f"http://127.0.0.1:{http_port}/v2").json()
+    client = triton_grpc.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+    try:
+        grpc = client.get_server_metadata(as_json=True)
+    finally:
+        client.close()
+    assert (grpc["name"], grpc["version"]) == (rest["name"], rest["version"])
+    assert [e for e in rest["extensions"] if e != "model_versions"] == grpc["extensions"]
+    assert "model_versions" in rest["extensions"]
+    page = (ROOT / "docs" / "protocol.md").read_text()
+    assert all(f"`{extension}`" in page for extension in rest["extensions"])

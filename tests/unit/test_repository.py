@@ -61,7 +61,7 @@ def test_policy_limits_what_can_be_requested(tmp_path: Path) -> None:
 
 def test_unknown_model_lists_the_known_ones(tmp_path: Path) -> None:
     _versions(tmp_path, "m", [1])
-    with pytest.raises(ModelNotFound, match=r"Request for unknown model: 'x' is not found; this server has \['m'\]"):
+    with pytest.raises(ModelNotFound, match=r"Request for unknown model: 'x' is not found; this server has m$"):
         _repository(tmp_path).backend("x")
 
 
