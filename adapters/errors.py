@@ -60,7 +60,8 @@ class ModelNotFound(V2Error):
     @classmethod
     def unknown_model(cls, name: str, known: Sequence[str]) -> ModelNotFound:
         """``name`` is no model of this server, which has ``known``."""
-        return cls(f"Request for unknown model: '{name}' is not found; this server has {', '.join(known) or 'no models'}")
+        models = ", ".join(known) or "no models"
+        return cls(f"Request for unknown model: '{name}' is not found; this server has {models}")
 
     @classmethod
     def unknown_version(cls, name: str, version: str, versions: Sequence[str]) -> ModelNotFound:
