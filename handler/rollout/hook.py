@@ -8,7 +8,9 @@ reports ``Succeeded`` or ``Failed`` to CodeDeploy; ``Failed`` rolls the alias ba
 The checks are the demo repository's (iris: setosa and virginica through V2 and V1) unless
 ``OIP_ROLLOUT_CHECKS`` holds a JSON list of ``{"name", "method", "path", "body", "status", "expect"}``, where
 ``expect`` maps dotted paths into the JSON answer (``outputs.1.data``) to the values they must hold.
-Only the standard library and boto3 (in the Lambda runtime) are imported.
+Only the standard library and boto3 (in the Lambda runtime) are imported here; the agreement gate
+(handler/rollout/gate.py: the new version's answers against the current alias's, ``OIP_ROLLOUT_AGREEMENT_*``)
+is imported only when it is on.
 """
 
 from __future__ import annotations
@@ -130,11 +132,16 @@ def lambda_invoker(function: str, client: Any = None) -> Invoke:
     return invoke
 
 
-def check_and_report(event: dict[str, Any], invoke: Invoke, codedeploy: Any) -> dict[str, Any]:
-    """Run the checks through ``invoke`` and report the outcome to CodeDeploy: ``Failed`` also when the checks
-    cannot run at all (a malformed ``OIP_ROLLOUT_CHECKS``), so a deployment never waits for its hook's timeout."""
+def check_and_report(
+    event: dict[str, Any], invoke: Invoke, codedeploy: Any, gate: Callable[[], list[str]] | None = None
+) -> dict[str, Any]:
+    """Run the checks through ``invoke`` (then ``gate``, the agreement gate of handler/rollout/gate.py, when
+    given) and report the outcome to CodeDeploy: ``Failed`` also when they cannot run at all (a malformed
+    ``OIP_ROLLOUT_CHECKS``, an unreadable comparison object), so a deployment never waits for its hook's timeout."""
     try:
         failures = run_checks(invoke)
+        if gate is not None:
+            failures += gate()
     except Exception as exc:  # whatever stops the checks fails the rollout; it is logged in full
         logger.exception("rollout checks could not run")
         failures = [f"the checks could not run: {type(exc).__name__}: {exc}"]
@@ -155,4 +162,15 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     target = os.environ.get("OIP_ROLLOUT_TARGET", "")
     logger.info("checking %s", target)
-    return check_and_report(event, lambda_invoker(target), boto3.client("codedeploy"))
+    gate: Callable[[], list[str]] | None = None
+    if int(os.environ.get("OIP_ROLLOUT_AGREEMENT_REQUESTS", "0") or 0) > 0:
+        from handler.rollout import gate as agreement  # numpy and the comparison rules: the pre-traffic hook only
+
+        settings = agreement.GateSettings.from_environ()
+
+        def compare() -> list[str]:
+            return agreement.gate_failures(settings, target, boto3.client("lambda"), boto3.client("s3"))
+
+        gate = compare
+
+    return check_and_report(event, lambda_invoker(target), boto3.client("codedeploy"), gate)
