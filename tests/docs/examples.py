@@ -7,6 +7,10 @@ compared with whitespace normalised, ``...`` standing for any text. A block that
 or not. A small extractor rather than pytest-examples
 or mktestdocs: those run Python blocks only (this documentation is mostly curl) and add a dependency for what
 forty lines do.
+
+A block that is neither is either a file of the repository shown whole (``title="infra/..."``, compared with that
+file) or marked by an HTML comment on the line right above its fence, ``<!-- not run: why -->``, which the tests
+count per page (docs/development.md).
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ GRPC_ADDRESS = re.compile(r"\b(localhost|127\.0\.0\.1):8001\b")
 PLACEHOLDER = re.compile(r"<[a-z][\w .-]*>|\$\{?[A-Z_]+\}?|environ\[\"[A-Z_]+\"\]")
 CALLS_A_SERVER = re.compile(r"\bcurl\b|InferenceServerClient|\bhttpx\.|\brequests\.(get|post)|\bawscurl\b")
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
+#: The mark of a block that does not run here, on the line right above its fence, with the reason.
+NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$")
+TITLE = re.compile(r'\btitle="(?P<title>[^"]*)"')
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class Block:
     language: str
     info: str
     code: str
+    #: The reason given by a ``<!-- not run: ... -->`` mark above the fence (None without one).
+    not_run: str | None = None
 
     @property
     def name(self) -> str:
@@ -46,6 +55,12 @@ class Block:
     @property
     def is_output(self) -> bool:
         return 'title="Output"' in self.info
+
+    @property
+    def title(self) -> str | None:
+        """The fence's ``title="..."`` (a file's path, or Output)."""
+        found = TITLE.search(self.info)
+        return found["title"] if found else None
 
     @property
     def runs(self) -> bool:
@@ -66,13 +81,15 @@ def blocks(page: Path) -> list[Block]:
             index += 1
             continue
         indent, fence, info = opening["indent"], opening["fence"], opening["info"].strip()
+        mark = NOT_RUN.match(lines[index - 1]) if index > 0 else None
         body: list[str] = []
         index += 1
         while index < len(lines) and lines[index].strip() != fence:
             body.append(lines[index][len(indent) :] if lines[index].startswith(indent) else lines[index].lstrip())
             index += 1
         language = info.split()[0] if info else ""
-        found.append(Block(page, index - len(body), language, info, "\n".join(body) + "\n"))
+        code = "\n".join(body) + "\n"
+        found.append(Block(page, index - len(body), language, info, code, mark["reason"] if mark else None))
         index += 1
     return found
 
