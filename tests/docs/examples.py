@@ -16,6 +16,7 @@ count per page (docs/development.md).
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,17 @@ class Block:
         """The fence's ``title="..."`` (a file's path, or Output)."""
         found = TITLE.search(self.info)
         return found["title"] if found else None
+
+    @property
+    def serve_commands(self) -> list[list[str]]:
+        """The arguments of each ``oip serve`` line when every command of this shell block is one (else none):
+        such a block starts servers, and tests/docs/test_server_blocks.py starts each until it is ready."""
+        if RUNNABLE_LANGUAGES.get(self.language) != "bash":
+            return []
+        lines = [line for line in self.code.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if not lines or any(not re.match(r"oip serve\b", line) for line in lines):
+            return []
+        return [shlex.split(line, comments=True)[2:] for line in lines]
 
     @property
     def runs(self) -> bool:
