@@ -22,7 +22,7 @@ MACHINE_arm64 := aarch64
 SOURCES := handler adapters proto models
 COMPILE = $(LAMBDA_PYTHON) -m compileall -q -j 0 --invalidation-mode unchecked-hash
 
-.PHONY: build-DependenciesLayer build-InferenceFunction build-BatchFunction check-python lock
+.PHONY: build-DependenciesLayer build-InferenceFunction build-BatchFunction build-PreTrafficHookFunction check-python lock
 
 # --- Locks -----------------------------------------------------------------------------------------------------
 # `make lock` (needs uv: pip install uv) compiles, from pyproject.toml:
@@ -83,7 +83,7 @@ build-DependenciesLayer: check-python
 	$(COMPILE) "$(ARTIFACTS_DIR)/python" > /dev/null
 
 # The project's own code and the demo models.
-build-InferenceFunction build-BatchFunction: check-python
+build-InferenceFunction build-BatchFunction build-PreTrafficHookFunction: check-python
 	@test -n "$(MACHINE_$(ARCH))" || { echo "no architecture for the build (see above)" >&2; exit 1; }
 	cp -R $(SOURCES) "$(ARTIFACTS_DIR)/"
 	find "$(ARTIFACTS_DIR)" -name __pycache__ -type d -prune -exec rm -rf {} +
