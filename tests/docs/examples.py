@@ -22,6 +22,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+#: The pages written for users, whose every fenced block runs, is a repository file or is marked not run.
+USER_PAGES = (
+    "getting-started",
+    "configuration",
+    "operations",
+    "aws-lambda",
+    "s3-tensors",
+    "batch",
+    "serving",
+    "platforms",
+    "protocol",
+    "troubleshooting",
+    "kubernetes",
+    "safe-updates",
+    "content-types",
+    "triton-forwarding",
+)
 RUNNABLE_LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
 #: The addresses examples use for the local server; the tests swap in the ports of the server they started.
 HTTP_ADDRESS = re.compile(r"\b(localhost|127\.0\.0\.1):8000\b")
@@ -145,3 +162,25 @@ def output_matches(shown: str, printed: str) -> bool:
     """Whether ``printed`` is what the page shows, ``...`` matching any text."""
     pattern = ".*?".join(re.escape(part) for part in _normalise(shown).split("..."))
     return re.fullmatch(pattern, _normalise(printed), re.DOTALL) is not None
+
+
+def page_path(stem: str) -> Path:
+    """The user page ``docs/<stem>.md``."""
+    return ROOT / "docs" / f"{stem}.md"
+
+
+#: The address the pages start moto's server on; the test swaps in the one it started.
+MOTO_ADDRESS = re.compile(r"http://127\.0\.0\.1:5000\b")
+
+
+def moto_blocks() -> list[Block]:
+    """Unmarked shell blocks that use moto's server without starting it or a long-running ``oip serve``."""
+    return [
+        block
+        for stem in USER_PAGES
+        for block in blocks(page_path(stem))
+        if RUNNABLE_LANGUAGES.get(block.language) == "bash"
+        and block.not_run is None
+        and MOTO_ADDRESS.search(block.code)
+        and "moto_server" not in block.code
+    ]

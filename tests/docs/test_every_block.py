@@ -9,24 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import ROOT, Block, blocks, examples
-
-USER_PAGES = (
-    "getting-started",
-    "configuration",
-    "operations",
-    "aws-lambda",
-    "s3-tensors",
-    "batch",
-    "serving",
-    "platforms",
-    "protocol",
-    "troubleshooting",
-    "kubernetes",
-    "safe-updates",
-    "content-types",
-    "triton-forwarding",
-)
+from tests.docs.examples import ROOT, USER_PAGES, Block, blocks, examples, moto_blocks, page_path
 
 #: The most blocks each page may mark as not run here. A page absent has none; lower a number when a block is made
 #: to run, never raise one without a reason in the mark.
@@ -36,7 +19,7 @@ MARKED_AT_MOST = {
     "operations": 4,
     "aws-lambda": 11,
     "s3-tensors": 8,
-    "batch": 9,
+    "batch": 8,
     "serving": 3,
     "platforms": 3,
     "protocol": 1,
@@ -47,14 +30,11 @@ MARKED_AT_MOST = {
 }
 
 
-def page_path(stem: str) -> Path:
-    return ROOT / "docs" / f"{stem}.md"
-
-
 def _checked(page: Path) -> set[int]:
-    """The lines of the blocks the docs tests run or compare: examples and the output shown for them, and blocks
-    that start ``oip serve`` (tests/docs/test_server_blocks.py)."""
+    """The lines of the blocks the docs tests run or compare: examples and the output shown for them, blocks
+    that start ``oip serve`` (tests/docs/test_server_blocks.py) and blocks that use moto (test_moto_blocks.py)."""
     lines = {block.line for block in blocks(page) if block.serve_commands and block.not_run is None}
+    lines |= {block.line for block in moto_blocks() if block.page == page}
     for example in examples(page):
         lines.add(example.block.line)
         if example.output is not None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docs.examples import Block, blocks
-from tests.docs.test_every_block import USER_PAGES, page_path
+from tests.docs.examples import USER_PAGES, Block, blocks, page_path
 from tests.servers import oip_serve
 
 #: Options whose values the test replaces by held ports (or leaves to oip_serve): the page's ports may be taken.

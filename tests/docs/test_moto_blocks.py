@@ -1,0 +1,32 @@
+"""The user pages' shell blocks addressed to moto's server on the reader's machine (``127.0.0.1:5000``) run
+against a real moto server, from a directory that holds the repository's sample events."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.docs.examples import MOTO_ADDRESS, ROOT, Block, Example, moto_blocks
+from tests.docs.test_examples import _run
+from tests.servers import moto_server
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.mark.parametrize("block", moto_blocks(), ids=lambda b: b.name)
+def test_a_block_that_uses_moto_runs(block: Block, moto: str, tmp_path: Path) -> None:
+    (tmp_path / "events").symlink_to(ROOT / "events")
+    code = MOTO_ADDRESS.sub(moto, block.code)
+    result = _run(Example(dataclasses.replace(block, code=code), None), (0, 0), tmp_path, {})
+    assert result.returncode == 0, f"{block.name} failed:\n{code}\n{result.stderr[-3000:]}"
+
+
+def test_the_batch_page_walks_through_moto() -> None:
+    assert any(block.page.stem == "batch" for block in moto_blocks())
