@@ -163,12 +163,11 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     target = os.environ.get("OIP_ROLLOUT_TARGET", "")
     logger.info("checking %s", target)
     gate: Callable[[], list[str]] | None = None
-    if int(os.environ.get("OIP_ROLLOUT_AGREEMENT_REQUESTS", "0") or 0) > 0:
+    if os.environ.get("OIP_ROLLOUT_AGREEMENT_REQUESTS", "").strip() not in ("", "0"):
         from handler.rollout import gate as agreement  # numpy and the comparison rules: the pre-traffic hook only
 
-        settings = agreement.GateSettings.from_environ()
-
-        def compare() -> list[str]:
+        def compare() -> list[str]:  # inside check_and_report: a malformed setting is reported as Failed too
+            settings = agreement.GateSettings.from_environ()
             return agreement.gate_failures(settings, target, boto3.client("lambda"), boto3.client("s3"))
 
         gate = compare
