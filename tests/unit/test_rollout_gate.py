@@ -190,3 +190,24 @@ def test_check_lines_and_versioned_requests_become_events() -> None:
     assert gate.request_event({"method": "GET", "path": "/v2/health/ready"})["rawPath"] == "/v2/health/ready"
     event = gate.request_event({"model": "clf", "version": "2", "inputs": []})
     assert event["rawPath"] == "/v2/models/clf/versions/2/infer" and json.loads(event["body"]) == {"inputs": []}
+
+
+def test_a_malformed_gate_setting_is_reported_failed(clients: dict[str, tuple[Any, Stubber]]) -> None:
+    """The hook reads the gate's settings inside the report, so a typo fails the deployment instead of stalling it."""
+    codedeploy, stubber = clients["codedeploy"]
+    stubber.add_response(
+        "put_lifecycle_event_hook_execution_status",
+        {"lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"]},
+        {
+            "deploymentId": HOOK_EVENT["DeploymentId"],
+            "lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"],
+            "status": "Failed",
+        },
+    )
+
+    def malformed() -> list[str]:
+        settings = gate.GateSettings.from_environ({"OIP_ROLLOUT_AGREEMENT_REQUESTS": "two hundred"})
+        return gate.gate_failures(settings, TARGET, clients["lambda"][0], clients["s3"][0])
+
+    outcome = hook.check_and_report(HOOK_EVENT, lambda event: {"statusCode": 200}, codedeploy, malformed)
+    assert outcome["status"] == "Failed" and outcome["failures"][0].startswith("the checks could not run: ValueError")
