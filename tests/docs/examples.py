@@ -3,10 +3,10 @@
 A ``bash`` or ``python`` block that addresses a local server (``localhost:8000``, ``127.0.0.1:8000``, and the gRPC
 port ``8001``) is an example that runs: the tests start ``oip serve`` over the demo repository and run it against
 that server. The fenced block right after it, when its info string carries ``title="Output"``, is what it prints:
-compared with whitespace normalised, ``...`` standing for any text. A block that shows its output runs too, server
-or not. A small extractor rather than pytest-examples
-or mktestdocs: those run Python blocks only (this documentation is mostly curl) and add a dependency for what
-forty lines do.
+compared with whitespace normalised, ``...`` standing for any text; titled ``Output (stderr, exit status N)``, it is
+what the example writes to stderr, its commands run to the end and the last exiting with N. A block that shows its
+output runs too, server or not. A small extractor rather than pytest-examples or mktestdocs: those run Python blocks
+only (this documentation is mostly curl) and add a dependency for what forty lines do.
 
 A block that is neither is either a file of the repository shown whole (``title="infra/..."``, compared with that
 file) or marked by an HTML comment on the line right above its fence, ``<!-- not run: why -->``, which the tests
@@ -51,6 +51,7 @@ CALLS_A_SERVER = re.compile(r"\bcurl\b|InferenceServerClient|\bhttpx\.|\brequest
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
 #: The mark of a block that does not run here, on the line right above its fence, with the reason.
 NOT_RUN = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$")
+ERROR_OUTPUT = re.compile(r'title="Output \(stderr, exit status (?P<status>[0-9]+)\)"')
 TITLE = re.compile(r'\btitle="(?P<title>[^"]*)"')
 
 
@@ -72,7 +73,13 @@ class Block:
 
     @property
     def is_output(self) -> bool:
-        return 'title="Output"' in self.info
+        return 'title="Output"' in self.info or self.exit_status is not None
+
+    @property
+    def exit_status(self) -> int | None:
+        """The exit status an ``Output (stderr, exit status N)`` block shows (None for other blocks)."""
+        found = ERROR_OUTPUT.search(self.info)
+        return int(found["status"]) if found else None
 
     @property
     def title(self) -> str | None:
@@ -129,6 +136,8 @@ class Example:
 
     block: Block
     output: str | None
+    #: The exit status its output block shows (its output is then stderr); None: 0, and the output is stdout.
+    exit_status: int | None = None
 
 
 def examples(page: Path) -> list[Example]:
@@ -147,7 +156,7 @@ def examples(page: Path) -> list[Example]:
             if all(not line.strip() for line in between):
                 output = following.code
         if block.runs or output is not None:
-            found.append(Example(block, output))
+            found.append(Example(block, output, following.exit_status if output is not None and following else None))
     return found
 
 

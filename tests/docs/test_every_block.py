@@ -15,11 +15,10 @@ from tests.docs.examples import ROOT, USER_PAGES, Block, blocks, examples, moto_
 #: to run, never raise one without a reason in the mark.
 MARKED_AT_MOST = {
     "getting-started": 4,
-    "configuration": 1,
     "operations": 4,
     "aws-lambda": 11,
     "s3-tensors": 8,
-    "batch": 8,
+    "batch": 7,
     "serving": 3,
     "platforms": 3,
     "protocol": 1,

@@ -83,7 +83,8 @@ def _run(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | (aws or {})
     environment |= {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if RUNNABLE_LANGUAGES[example.block.language] == "bash":
-        command = ["bash", "-e", "-o", "pipefail", "-c", code]
+        # An example shown failing runs every command: each writes its error.
+        command = ["bash", *(["-e"] if example.exit_status is None else []), "-o", "pipefail", "-c", code]
     else:
         command = [sys.executable, "-c", code]
     # A session of its own, so that whatever an example starts is stopped with it, even past the timeout.
@@ -114,7 +115,14 @@ def test_example_runs_against_oip_serve(example: Example, request: pytest.Fixtur
         ports, aws = request.getfixturevalue("s3_server"), request.getfixturevalue("aws")
     else:
         ports, aws = request.getfixturevalue("server"), None
+    (tmp_path / "events").symlink_to(ROOT / "events")  # the sample events, as from a clone of the repository
     result = _run(example, ports, tmp_path, aws)
+    if example.exit_status is not None:
+        assert result.returncode == example.exit_status, f"{example.block.name}:\n{result.stderr[-3000:]}"
+        assert output_matches(example.output or "", result.stderr), (
+            f"{example.block.name} wrote:\n{result.stderr[-3000:]}\nthe page shows:\n{example.output}"
+        )
+        return
     assert result.returncode == 0, f"{example.block.name} failed:\n{example.block.code}\n{result.stderr[-3000:]}"
     if example.output is not None:
         assert output_matches(example.output, result.stdout), (
