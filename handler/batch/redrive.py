@@ -15,6 +15,7 @@ from adapters.errors import InvalidInput
 from handler.batch.aws import aws_client
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object, s3_objects
+from handler.inference.service import InferenceService
 
 
 @dataclass
@@ -41,9 +42,11 @@ def failed_objects(record: dict[str, Any]) -> list[tuple[str, str]]:
         raise InvalidInput("the record's event names no S3 object") from None
 
 
-def redrive_queue(queue_url: str, config: BatchConfig, max_records: int = 1000) -> RedriveReport:
-    """Predict the files of up to ``max_records`` records; a record is deleted once all its files are done,
-    and stays on the queue (visible again after its visibility timeout) when one failed."""
+def redrive_queue(
+    queue_url: str, config: BatchConfig, service: InferenceService, max_records: int = 1000
+) -> RedriveReport:
+    """Predict the files of up to ``max_records`` records with ``service``; a record is deleted once all its files
+    are done, and stays on the queue (visible again after its visibility timeout) when one failed."""
     sqs = aws_client("sqs")
     report, seen = RedriveReport(), 0
     while seen < max_records:
@@ -55,7 +58,7 @@ def redrive_queue(queue_url: str, config: BatchConfig, max_records: int = 1000) 
             seen += 1
             try:
                 for bucket, key in failed_objects(orjson.loads(message["Body"])):
-                    manifest = process_object(bucket, key, config)
+                    manifest = process_object(bucket, key, config, service)
                     (report.skipped if manifest.get("skipped") else report.predicted).append(f"s3://{bucket}/{key}")
             except Exception as exc:  # one record's failure must not stop the others
                 report.failed.append((message["MessageId"], str(exc)))

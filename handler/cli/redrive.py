@@ -15,12 +15,18 @@ def redrive(args: argparse.Namespace) -> int:
 
     from handler.batch.config import BatchConfig
     from handler.batch.redrive import redrive_queue
+    from handler.batch.service import batch_service
     from handler.runtime import container
+    from handler.runtime.startup import StartupFailure
 
     container.configure(model_repository=args.model_repository)
+    try:
+        service = batch_service()
+    except StartupFailure as failure:
+        raise CliError(failure.line(container.settings().platform.repository_options())) from None
 
     try:
-        report = redrive_queue(args.queue_url, BatchConfig.from_env(), args.max_records)
+        report = redrive_queue(args.queue_url, BatchConfig.from_env(), service, args.max_records)
     except (BotoCoreError, ClientError) as exc:
         raise CliError(f"{args.queue_url}: {exc}") from None
     for uri in report.predicted:

@@ -446,25 +446,8 @@ def test_ready_only_once_every_model_is_loaded() -> None:
         assert client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code == 200
 
 
-def test_a_worker_that_cannot_start_stops_oip_serve_with_uvicorns_startup_failure(iris_repository: Path) -> None:
-    """A worker whose app does not start (here its gRPC port is taken) would fail the same way again: the
-    supervisor stops every worker and exits 3 (uvicorn's ``STARTUP_FAILURE``) instead of replacing it forever."""
-    with socket.socket() as taken, HeldPort() as port:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        command = serve_command("--model-repository", str(iris_repository), "--port", str(port.port),
-                                "--grpc-port", str(taken.getsockname()[1]), "--workers", "2")  # fmt: skip
-        child = launch("oip serve", command, env={**os.environ, "OIP_LOG_LEVEL": "info", "OIP_METRICS_PORT": "0"})
-        try:
-            status = child.popen.wait(timeout=STARTUP_TIMEOUT)
-        finally:
-            child.stop()
-    assert status == 3, child.text()[-2000:]
-    assert "failed to start: stopping" in child.text()
-
-
 def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repository: Path) -> None:
-    """uvicorn's supervisor's signals: SIGHUP brings fresh workers in and lets the old ones drain, SIGTTIN forks
+    """The supervisor's signals (gunicorn's names): SIGHUP brings fresh workers in and lets the old ones drain, SIGTTIN forks
     one more, SIGTTOU stops one (never the last), SIGUSR1 does nothing; the port answers throughout."""
 
     def until(condition: Callable[[set[int]], bool], what: str) -> set[int]:

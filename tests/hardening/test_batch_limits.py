@@ -119,8 +119,10 @@ def bucket(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:  # n
     aws_client.cache_clear()
     monkeypatch.setenv("OIP_MAX_BODY_BYTES", str(LIMIT))
     container.settings.cache_clear()
+    batch_service.cache_clear()  # the process's service holds the settings it was built with
     yield name
     container.settings.cache_clear()
+    batch_service.cache_clear()
 
 
 @pytest.mark.integration

@@ -30,6 +30,8 @@ from tests.hardening.oip_process import OipServer, oip_serve
 BUDGET_S = 0.050
 #: ``/proc``'s unit of CPU time: a measured difference may be one off.
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+#: The most a refusal may be measured at: the budget and one tick (plus the rounding of summed float ticks).
+CEILING_S = BUDGET_S + TICK_S + 1e-9
 #: The largest body generated (Lambda's limit; oip serve accepts more) and the largest gzip body the property is
 #: stated for.
 BODY_LIMIT = 6 * 1024 * 1024
@@ -142,7 +144,7 @@ def test_a_malformed_body_is_refused_within_the_cpu_budget(server: OipServer, re
         spent = server.cpu_seconds() - before
     assert answer.status_code == 400, answer.text[:300]
     assert set(answer.json()) == {"error"} and len(answer.text) < 2_000 + 4_096
-    assert spent <= BUDGET_S + TICK_S, f"{spent:.3f} s of server CPU for {answer.json()['error'][:200]}"
+    assert spent <= CEILING_S, f"{spent:.3f} s of server CPU for {answer.json()['error'][:200]}"
 
 
 def test_the_probes_of_the_issue(server: OipServer) -> None:
@@ -156,7 +158,7 @@ def test_the_probes_of_the_issue(server: OipServer) -> None:
         answer = httpx.post(f"{server.url}/v2/models/iris/infer", content=content, headers=headers, timeout=60)
         spent = server.cpu_seconds() - before
         assert answer.status_code == 400
-        assert spent <= BUDGET_S + TICK_S, (len(content), spent, answer.json())
+        assert spent <= CEILING_S, (len(content), spent, answer.json())
     assert answer.json() == {"error": "the request has 300000 parameters; at most 256 are accepted"}
 
 
@@ -246,4 +248,4 @@ def test_grpc_refuses_the_same_mistakes() -> None:
                 spent = served.cpu_seconds() - before
                 assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (label, caught.value.details())
                 assert len(caught.value.details()) < 2_000, label
-                assert "budget" not in label or spent <= BUDGET_S + TICK_S, (label, spent)
+                assert "budget" not in label or spent <= CEILING_S, (label, spent)
