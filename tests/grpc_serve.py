@@ -17,8 +17,8 @@ class Served:
 
 
 @contextmanager
-def serve(repository: Path) -> Iterator[Served]:
-    """``oip serve --workers 1`` with REST and gRPC ports over ``repository``, until both answer as live."""
-    with oip_serve("--model-repository", str(repository), grpc=True, workers=1, probe=live) as server:
+def serve(repository: Path, *options: str) -> Iterator[Served]:
+    """``oip serve --workers 1 [options]`` with REST and gRPC ports over ``repository``, until both answer as live."""
+    with oip_serve("--model-repository", str(repository), *options, grpc=True, workers=1, probe=live) as server:
         assert server.grpc is not None
         yield Served(server.url, server.grpc)

@@ -21,6 +21,9 @@ from tests.grpc_serve import Served, serve
 from tests.kserve_env import KServeRaised, KServeSession
 from tests.samples import IRIS, SAMPLES, TABLE_DATATYPES, iris_outputs
 
+#: The body and message limit the limits test gives its server (the default is 64 MiB).
+LIMIT = 6 * 1024 * 1024
+
 TEXT = SAMPLES["BYTES"][0]
 #: A wrong input (how ``rest_infer`` / ``grpc_infer`` build it) and our answer's message, the same on both transports.
 INVALID_INPUTS = [
@@ -471,15 +474,17 @@ request = kserve.InferRequest("identity_fp32", [item])
 )
 
 
-def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSession, served: Served) -> None:
-    """An 8 MB REST body is over OIP_MAX_BODY_BYTES (413); so is an 80 MB gRPC message (RESOURCE_EXHAUSTED, from grpc
-    before the message is read): the client shows why, neither hangs."""
-    with pytest.raises(KServeRaised) as rest:
-        kserve.run(BIG, url=served.rest, rest=True, rows=500_000)
-    assert rest.value.status == 413 and "OIP_MAX_BODY_BYTES" in rest.value.message
-    with pytest.raises(KServeRaised) as grpc:
-        kserve.run(BIG, url=served.grpc, rest=False, rows=5_000_000)
-    assert grpc.value.code == "RESOURCE_EXHAUSTED" and "larger than max (80000070 vs. 6291456)" in grpc.value.message
+def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSession, repository: Path) -> None:
+    """With a 6 MiB limit (``--max-body-bytes``), an 8 MB REST body is over it (413); so is an 80 MB gRPC message
+    (RESOURCE_EXHAUSTED, from grpc before the message is read): the client shows why, neither hangs."""
+    with serve(repository, "--max-body-bytes", str(LIMIT)) as limited:
+        with pytest.raises(KServeRaised) as rest:
+            kserve.run(BIG, url=limited.rest, rest=True, rows=500_000)
+        assert rest.value.status == 413 and "OIP_MAX_BODY_BYTES" in rest.value.message
+        with pytest.raises(KServeRaised) as grpc:
+            kserve.run(BIG, url=limited.grpc, rest=False, rows=5_000_000)
+    assert grpc.value.code == "RESOURCE_EXHAUSTED"
+    assert f"larger than max (80000070 vs. {LIMIT})" in grpc.value.message
 
 
 # --- protocol v1 (RESTConfig's default) -------------------------------------------------------------------------------
