@@ -447,8 +447,8 @@ def test_ready_only_once_every_model_is_loaded() -> None:
 
 
 def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repository: Path) -> None:
-    """The supervisor's signals (gunicorn's names): SIGHUP brings fresh workers in and lets the old ones drain, SIGTTIN forks
-    one more, SIGTTOU stops one (never the last), SIGUSR1 does nothing; the port answers throughout."""
+    """The supervisor's signals (gunicorn's names): SIGHUP brings fresh workers in and lets the old ones drain,
+    SIGTTIN forks one more, SIGTTOU stops one (never the last), SIGUSR1 does nothing; the port answers throughout."""
 
     def until(condition: Callable[[set[int]], bool], what: str) -> set[int]:
         def detail() -> str:

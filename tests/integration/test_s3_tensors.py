@@ -532,7 +532,8 @@ import json, sys
 from handler.batch.config import BatchConfig
 from handler.batch.s3 import process_object
 from handler.batch.service import batch_service
-print(json.dumps(process_object(sys.argv[1], "input/identity_fp32/refs.jsonl", BatchConfig.from_env(), batch_service())))
+manifest = process_object(sys.argv[1], "input/identity_fp32/refs.jsonl", BatchConfig.from_env(), batch_service())
+print(json.dumps(manifest))
 """
 
 

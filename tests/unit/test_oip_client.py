@@ -61,8 +61,7 @@ def test_user_pages_import_client_helpers_only_from_oip_client() -> None:
     offending = {
         page.name: OUR_IMPORT.findall(page.read_text())
         for page in pages
-        if page.stem not in CONTRIBUTOR_PAGES
-        and OUR_IMPORT.search(page.read_text())
+        if page.stem not in CONTRIBUTOR_PAGES and OUR_IMPORT.search(page.read_text())
     }
     assert not offending
     assert "from oip_client import S3TensorClient" in (ROOT / "docs" / "s3-tensors.md").read_text()
