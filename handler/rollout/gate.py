@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,12 @@ import numpy as np
 
 from adapters.types import Tensor
 from handler.observability.comparison import compare_outputs
-from handler.rollout.hook import Invoke, http_event
+
+#: One invocation of a function version: an event in, the function's answer out (the hook's ``Invoke``).
+Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+#: The HTTP API event for a method, a path and a JSON body: the hook's ``http_event``, handed in by the hook, which
+#: imports this module only when the gate is on (the post-traffic hook's package has the hook alone).
+EventOf = Callable[[str, str, Any], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +64,7 @@ class GateOutcome:
     failure: str | None
 
 
-def request_event(line: dict[str, Any]) -> dict[str, Any]:
+def request_event(line: dict[str, Any], http_event: EventOf) -> dict[str, Any]:
     """The HTTP API event of one JSON Lines request (module docstring)."""
     if "path" in line:
         return http_event(line.get("method", "POST"), line["path"], line.get("body"))
@@ -84,14 +89,19 @@ def answer_outputs(response: dict[str, Any]) -> list[Tensor] | None:
 
 
 def run_gate(
-    lines: Iterable[dict[str, Any]], current: Invoke, candidate: Invoke, requests: int, min_agreement: float
+    lines: Iterable[dict[str, Any]],
+    current: Invoke,
+    candidate: Invoke,
+    requests: int,
+    min_agreement: float,
+    http_event: EventOf,
 ) -> GateOutcome:
     """Answer ``lines`` through both versions until ``requests`` are compared; judge the agreement."""
     compared = agreeing = 0
     for line in lines:
         if compared >= requests:
             break
-        event = request_event(line)
+        event = request_event(line, http_event)
         ours = answer_outputs(current(event))
         if ours is None:
             continue
@@ -139,7 +149,7 @@ def qualified_invoker(function: str, qualifier: str, client: Any) -> Invoke:
     return invoke
 
 
-def gate_failures(settings: GateSettings, target: str, lambda_client: Any, s3: Any) -> list[str]:
+def gate_failures(settings: GateSettings, target: str, lambda_client: Any, s3: Any, http_event: EventOf) -> list[str]:
     """The gate's failure for the version ARN ``target`` (empty when it passes or is off)."""
     if not settings.on:
         return []
@@ -151,5 +161,6 @@ def gate_failures(settings: GateSettings, target: str, lambda_client: Any, s3: A
         qualified_invoker(function, version, lambda_client),
         settings.requests,
         settings.min_agreement,
+        http_event,
     )
     return [] if outcome.failure is None else [outcome.failure]

@@ -168,7 +168,8 @@ def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
         def compare() -> list[str]:  # inside check_and_report: a malformed setting is reported as Failed too
             settings = agreement.GateSettings.from_environ()
-            return agreement.gate_failures(settings, target, boto3.client("lambda"), boto3.client("s3"))
+            lambda_client, s3 = boto3.client("lambda"), boto3.client("s3")
+            return agreement.gate_failures(settings, target, lambda_client, s3, http_event)
 
         gate = compare
 

@@ -81,7 +81,7 @@ def stub_source(stubber: Stubber, lines: list[dict[str, Any]]) -> None:
 def stub_invokes(stubber: Stubber, lines: list[dict[str, Any]], current: Mangum, new: Mangum) -> None:
     """Per line, the alias's answer then the new version's: what each real app answers for the event."""
     for line in lines:
-        event = gate.request_event(line)
+        event = gate.request_event(line, hook.http_event)
         for qualifier, app in (("live", current), ("8", new)):
             answer = json.dumps(app(event, LocalLambdaContext())).encode()
             stubber.add_response(
@@ -123,7 +123,7 @@ def report(
         HOOK_EVENT,
         invoke,
         codedeploy,
-        lambda: gate.gate_failures(gate_settings, TARGET, lambda_client, s3),
+        lambda: gate.gate_failures(gate_settings, TARGET, lambda_client, s3, hook.http_event),
     )
 
 
@@ -156,7 +156,7 @@ def test_too_few_compared_requests_fail(tmp_path: Path, clients: dict[str, tuple
     lines = [*LINES[:5], {"model": "missing", "inputs": LINES[0]["inputs"]}]
     stub_source(clients["s3"][1], lines)
     stub_invokes(clients["lambda"][1], lines[:5], current, new)
-    event = gate.request_event(lines[5])
+    event = gate.request_event(lines[5], hook.http_event)
     clients["lambda"][1].add_response(
         "invoke",
         {"StatusCode": 200, "Payload": body(json.dumps(current(event, LocalLambdaContext())).encode())},
@@ -187,8 +187,11 @@ def test_unset_parameters_keep_the_gate_off(
 
 
 def test_check_lines_and_versioned_requests_become_events() -> None:
-    assert gate.request_event({"method": "GET", "path": "/v2/health/ready"})["rawPath"] == "/v2/health/ready"
-    event = gate.request_event({"model": "clf", "version": "2", "inputs": []})
+    assert (
+        gate.request_event({"method": "GET", "path": "/v2/health/ready"}, hook.http_event)["rawPath"]
+        == "/v2/health/ready"
+    )
+    event = gate.request_event({"model": "clf", "version": "2", "inputs": []}, hook.http_event)
     assert event["rawPath"] == "/v2/models/clf/versions/2/infer" and json.loads(event["body"]) == {"inputs": []}
 
 
@@ -207,7 +210,7 @@ def test_a_malformed_gate_setting_is_reported_failed(clients: dict[str, tuple[An
 
     def malformed() -> list[str]:
         settings = gate.GateSettings.from_environ({"OIP_ROLLOUT_AGREEMENT_REQUESTS": "two hundred"})
-        return gate.gate_failures(settings, TARGET, clients["lambda"][0], clients["s3"][0])
+        return gate.gate_failures(settings, TARGET, clients["lambda"][0], clients["s3"][0], hook.http_event)
 
     outcome = hook.check_and_report(HOOK_EVENT, lambda event: {"statusCode": 200}, codedeploy, malformed)
     assert outcome["status"] == "Failed" and outcome["failures"][0].startswith("the checks could not run: ValueError")
