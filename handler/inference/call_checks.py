@@ -3,9 +3,10 @@ S3 must pass before the first HEAD or GET.
 
 The model's metadata says which inputs exist, with which datatypes and shapes (a -1 matches any size, the first
 dimension within ``max_batch_size`` where the model batches), and which outputs. The checks are the backends' own
-(adapters/validation.py), so a request gets the same answer whether its data came inline or by reference. What a content type converts is the converter's to check: an input with a content type of its own (or
-a model default for it) is checked by name only, and a request with a request-level content type (which may map
-several inputs onto one of the model's) by its outputs only. A model served by Triton may have optional inputs:
+(adapters/validation.py), so a request gets the same answer whether its data came inline or by reference. What a
+content type converts is the converter's to check: an input with a content type of its own (or a model default for
+it) is checked by name only, and a request with a request-level content type (which may map several inputs onto one
+of the model's) by its outputs only. A model served by Triton may have optional inputs:
 none is required of it here.
 """
 
