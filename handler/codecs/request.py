@@ -75,6 +75,10 @@ def _checked_envelope(document: dict[str, Any], counts: TensorCounts = DEFAULT_C
     request = envelope(document)
     check_has_inputs(len(request.inputs))
     check_unique_inputs([item.name for item in request.inputs])
+    if counts.not_bytes and not (request.parameters and CONTENT_TYPE in request.parameters):
+        for item in request.inputs:
+            if not (item.parameters and CONTENT_TYPE in item.parameters):
+                counts.check_bytes(item.name, item.datatype)
     return request
 
 
@@ -199,6 +203,10 @@ def _binary_plan(text: bytes, kept: _Key, max_tensor_bytes: int, counts: TensorC
     if found is not _NOT_KEPT:
         if found is not None and (len(found.inputs) > counts.inputs or len(found.outputs) > counts.outputs):
             counts.check(len(found.inputs), len(found.outputs), CONTENT_TYPE in found.parameters)
+        if found is not None and counts.not_bytes and CONTENT_TYPE not in found.parameters:
+            for item in found.inputs:  # a plan is kept by its header, whichever model it was first sent to
+                if CONTENT_TYPE not in item.parameters:
+                    counts.check_bytes(item.name, item.datatype)
         return found
     if kept not in _seen:
         if len(_seen) >= 4 * MAX_PLANS:

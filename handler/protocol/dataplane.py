@@ -152,7 +152,11 @@ class DataPlane:
             mapped = REQUEST_CONTENT_TYPE in model.parameters
         except V2Error:
             return _capped(cap)
-        counts = TensorCounts.of_model(model.name, len(metadata.inputs), len(metadata.outputs), cap, mapped)
+        # A content type the model names (``content_type``, or ``content_type.<input>`` for one input) may turn
+        # what a request sends into the model's datatype: its inputs are left to the backend's check.
+        converted = any(key.startswith(REQUEST_CONTENT_TYPE) for key in model.parameters)
+        not_bytes = () if converted else tuple((s.name, s.datatype) for s in metadata.inputs if s.datatype != "BYTES")
+        counts = TensorCounts.of_model(model.name, len(metadata.inputs), len(metadata.outputs), cap, mapped, not_bytes)
         if len(self._counts) >= MAX_KEPT_COUNTS:
             self._counts.clear()
         self._counts[id(backend)] = (backend, counts)

@@ -81,6 +81,9 @@ class TensorCounts:
     model: str | None = None
     model_inputs: int = 0
     model_outputs: int = 0
+    #: (name, datatype) of the model's inputs that take no BYTES, where no content type may convert what a request
+    #: sends: BYTES data for one of them is refused before any element is parsed (``check_bytes``).
+    not_bytes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def cap(cls, limit: int = MAX_REQUEST_TENSORS) -> TensorCounts:
@@ -88,10 +91,28 @@ class TensorCounts:
         return cls(limit, limit, limit)
 
     @classmethod
-    def of_model(cls, model: str, inputs: int, outputs: int, cap: int, mapped: bool = False) -> TensorCounts:
-        """A model's counts (``mapped``: it names a request-level content type itself, so the cap is its inputs')."""
+    def of_model(
+        cls,
+        model: str,
+        inputs: int,
+        outputs: int,
+        cap: int,
+        mapped: bool = False,
+        not_bytes: tuple[tuple[str, str], ...] = (),
+    ) -> TensorCounts:
+        """A model's counts (``mapped``: it names a request-level content type itself, so the cap is its inputs')
+        and its inputs of other datatypes than BYTES (``not_bytes``)."""
         most_inputs = cap if mapped else max(inputs, MODEL_COUNTS_FROM)
-        return cls(most_inputs, max(outputs, MODEL_COUNTS_FROM), cap, model, inputs, outputs)
+        return cls(most_inputs, max(outputs, MODEL_COUNTS_FROM), cap, model, inputs, outputs, not_bytes)
+
+    def check_bytes(self, name: str, datatype: str) -> None:
+        """InvalidInput (the backends' message) for BYTES data sent to a model input of another datatype: refused
+        before any of its elements is parsed."""
+        if datatype != "BYTES":
+            return
+        for known, expected in self.not_bytes:
+            if known == name:
+                raise InvalidInput(f"input '{name}' has datatype BYTES but the model expects {expected}")
 
     def check(self, inputs: int, outputs: int, mapped: bool = False) -> None:
         """InvalidInput when a request names more inputs or outputs than allowed (``mapped``: it has a
