@@ -42,7 +42,8 @@ class GateSettings:
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> GateSettings:
-        env = os.environ if environ is None else environ
+        """The gate's variables, from ``environ`` or the hook function's environment."""
+        env = _gate_variables() if environ is None else environ
         return cls(
             requests=int(env.get("OIP_ROLLOUT_AGREEMENT_REQUESTS", "0") or 0),
             min_agreement=float(env.get("OIP_ROLLOUT_MIN_AGREEMENT", "1") or 1),
@@ -53,6 +54,17 @@ class GateSettings:
     @property
     def on(self) -> bool:
         return self.requests > 0
+
+
+def _gate_variables() -> dict[str, str]:
+    """The gate's variables as the pre-traffic hook function's environment sets them (template.yaml)."""
+    found = {
+        "OIP_ROLLOUT_AGREEMENT_REQUESTS": os.environ.get("OIP_ROLLOUT_AGREEMENT_REQUESTS"),
+        "OIP_ROLLOUT_MIN_AGREEMENT": os.environ.get("OIP_ROLLOUT_MIN_AGREEMENT"),
+        "OIP_ROLLOUT_COMPARISON_S3_URI": os.environ.get("OIP_ROLLOUT_COMPARISON_S3_URI"),
+        "OIP_ROLLOUT_ALIAS": os.environ.get("OIP_ROLLOUT_ALIAS"),
+    }
+    return {name: value for name, value in found.items() if value is not None}
 
 
 @dataclass(frozen=True, slots=True)

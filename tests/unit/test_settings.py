@@ -387,7 +387,14 @@ ENVIRONMENT_EXCEPTIONS: dict[str, set[str]] = {
     # numpy's OpenBLAS threads in ``oip serve``'s supervisor while it preloads (given back unchanged after).
     "handler/cli/serve.py": {"OPENBLAS_NUM_THREADS"},
     # The CodeDeploy hooks: a Lambda package of their own (CodeUri handler/rollout/), the standard library only.
-    "handler/rollout/hook.py": {"OIP_ROLLOUT_TARGET", "OIP_ROLLOUT_CHECKS"},
+    "handler/rollout/hook.py": {"OIP_ROLLOUT_TARGET", "OIP_ROLLOUT_CHECKS", "OIP_ROLLOUT_AGREEMENT_REQUESTS"},
+    # The pre-traffic hook's agreement gate, imported by that hook alone.
+    "handler/rollout/gate.py": {
+        "OIP_ROLLOUT_AGREEMENT_REQUESTS",
+        "OIP_ROLLOUT_MIN_AGREEMENT",
+        "OIP_ROLLOUT_COMPARISON_S3_URI",
+        "OIP_ROLLOUT_ALIAS",
+    },
 }
 ENVIRONMENT_FUNCTIONS = frozenset({"getenv", "getenvb", "putenv", "unsetenv"})
 ENVIRONMENT_ATTRIBUTES = frozenset({"environ", "environb"}) | ENVIRONMENT_FUNCTIONS
