@@ -44,6 +44,10 @@ STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 IGNORED: Final = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH)
 #: The supervisor's signals (handler/cli/workers.py), which a forked child handles as a fresh interpreter does.
 SIGNALS: Final = (*STOP_SIGNALS, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU, *IGNORED)
+#: Seconds between closing a draining worker's listeners and uvicorn's shutdown, which closes every connection that
+#: has no request in progress: a client whose connection was accepted just before the close has sent its request
+#: by then, and is answered instead of disconnected (as nginx's lingering close and Envoy's drain time allow).
+LINGER_S: Final = 0.5
 logger = logging.getLogger("uvicorn.error")
 
 
@@ -60,6 +64,7 @@ class WorkerServer(uvicorn.Server):
         super().__init__(config)
         self.heartbeat, self.watchdog, self.max_requests = heartbeat, watchdog, max_requests
         self.replacement_asked = False
+        self.draining = False
         self.loop: asyncio.AbstractEventLoop | None = None
 
     async def on_tick(self, counter: int) -> bool:
@@ -80,20 +85,28 @@ class WorkerServer(uvicorn.Server):
         return should_exit or self.should_exit
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Begin the drain (a second SIGINT stops waiting for requests in flight, as uvicorn's does)."""
-        if self.should_exit and sig == signal.SIGINT:
+        """Begin the drain: the listeners close at once, uvicorn's shutdown follows ``LINGER_S`` later (a second
+        signal stops lingering; a second SIGINT also stops waiting for requests in flight, as uvicorn's does)."""
+        if self.draining and sig == signal.SIGINT:
             self.force_exit = True
-        self.should_exit = True
         if self.watchdog is not None:
             self.watchdog.stop()
         begin_drain()
-        if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._stop_accepting)
+        loop = self.loop
+        if self.draining or loop is None or loop.is_closed():
+            self.should_exit = True
+        else:
+            loop.call_soon_threadsafe(self._stop_accepting)
+        self.draining = True
 
     def _stop_accepting(self) -> None:
-        """Close the HTTP listeners now rather than at uvicorn's next tick."""
+        """Close the HTTP listeners now rather than at uvicorn's next tick; shut down ``LINGER_S`` later."""
         for server in getattr(self, "servers", []):
             server.close()
+        asyncio.get_running_loop().call_later(LINGER_S, self._shut_down)
+
+    def _shut_down(self) -> None:
+        self.should_exit = True
 
 
 def fresh(closed: list[socket.socket], fds: list[int], supervisor: int) -> None:
