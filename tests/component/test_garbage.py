@@ -16,8 +16,8 @@ from tests.unit.test_codec_properties import json_values, request_inputs
 
 MODELS = ["simple", "identity_fp32", "identity_bytes", "batched", "versioned/versions/1"]
 settings_ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-#: OIP_MAX_TENSOR_BYTES's default, which the app of these tests keeps.
-TENSOR_LIMIT = 64 * 1024 * 1024
+#: The tensor limit of the app these tests drive (the ``client`` fixture of tests/conftest.py: 1 MiB).
+TENSOR_LIMIT = 1024 * 1024
 
 
 def _check(response, allowed: set[int]) -> None:  # type: ignore[no-untyped-def]
