@@ -10,19 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.examples import USER_PAGES
+
 ROOT = Path(__file__).resolve().parents[2]
-USER_PAGES = [
-    "getting-started",
-    "configuration",
-    "operations",
-    "aws-lambda",
-    "s3-tensors",
-    "batch",
-    "serving",
-    "platforms",
-    "protocol",
-    "troubleshooting",
-]
 TEST_PATH = re.compile(r"\btests/[\w./-]*")
 SOURCE_PATH = re.compile(r"\b(?:handler|adapters|scripts|tests)/[\w/]*\.py\b")
 BENCHMARK_FIGURE = re.compile(r"\d+\s*%|perf_analyzer|\brequests?/s\b", re.IGNORECASE)
