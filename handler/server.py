@@ -33,7 +33,14 @@ from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
 from handler.runtime.drain import on_drain
 from handler.runtime.memory import keep_freed_memory
-from handler.runtime.startup import SAID_WITHIN_S, STARTUP_FAILURE, app_failure, first_to_say, say_failure
+from handler.runtime.startup import (
+    SAID_WITHIN_S,
+    STARTUP_FAILURE,
+    app_failure,
+    first_to_say,
+    say_failure,
+    unloaded_models,
+)
 
 #: What a worker imports after this module and before its first answer, safe to import before a fork (no thread,
 #: no event loop). Not grpc (not fork-safe; imported when a worker starts its server); onnxruntime only as
@@ -113,11 +120,22 @@ def app_from_env() -> Starlette:
         keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
         address = settings.grpc_address
         app = build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
+        if settings.exit_on_error:
+            _stop_on_unloaded(app)
     except Exception as exc:
         _stop_worker(exc, settings)
     if first_to_say(settings.stats_dir, "banner", ""):
         log_what_runs(app, settings)
     return app
+
+
+def _stop_on_unloaded(app: Starlette) -> None:
+    """StartupFailure when a model version served here (not forwarded to Triton) failed to load."""
+    router = app.state.dataplane.router
+    rows = router.repository.states()
+    reasons = [row.reason for row in rows if row.state == "UNAVAILABLE" and router.route(row.name) is None]
+    if reasons:
+        raise unloaded_models(reasons)
 
 
 def _stop_worker(exc: Exception, settings: Settings | None) -> NoReturn:

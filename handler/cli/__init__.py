@@ -12,6 +12,7 @@ from typing import NoReturn
 from handler import __version__
 from handler.cli.errors import CliError
 from handler.config.settings import LOG_LEVELS, SettingsError
+from handler.config.variables import OFF, ON, Flag, either
 
 REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
 
@@ -91,6 +92,15 @@ def rate(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text}")
     return value
+
+
+def switch(text: str) -> bool:
+    """An option's true or false, in the settings' one dialect (``true``/``false``, ``1``/``0``, ``yes``/``no``,
+    ``on``/``off``)."""
+    try:
+        return bool(Flag().parse("", text))
+    except SettingsError:
+        raise argparse.ArgumentTypeError(f"expected {either(ON)} or {either(OFF)}, not {text!r}") from None
 
 
 def positive_float(text: str) -> float:
@@ -229,6 +239,13 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--drain-timeout",
         type=non_negative_float,
         help="on SIGTERM, seconds that requests in flight may take to finish (env OIP_DRAIN_TIMEOUT; default: 30)",
+    )
+    serve.add_argument(
+        "--exit-on-error",
+        type=switch,
+        metavar="BOOL",
+        help="stop when a model fails to load at start-up (Triton's option); false serves the other models and that "
+        "one as unavailable (env OIP_EXIT_ON_ERROR; default: true)",
     )
     serve.add_argument(
         "--worker-timeout",

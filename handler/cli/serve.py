@@ -75,6 +75,7 @@ def serve(args: argparse.Namespace) -> int:
         workers=args.workers,
         drain_timeout=args.drain_timeout,
         worker_timeout=getattr(args, "worker_timeout", None),
+        exit_on_error=getattr(args, "exit_on_error", None),
         max_requests=getattr(args, "max_requests", None),
         max_requests_jitter=getattr(args, "max_requests_jitter", None),
         log_level=args.log_level,

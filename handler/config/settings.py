@@ -243,6 +243,13 @@ class Settings:
     drain_timeout: float = setting(
         "OIP_DRAIN_TIMEOUT", 30.0, SECONDS, "seconds requests in flight may take to finish after SIGTERM"
     )
+    exit_on_error: bool = setting(
+        "OIP_EXIT_ON_ERROR",
+        True,
+        FLAG,
+        "oip serve: stop when a model fails to load at start-up, as Triton's --exit-on-error; off serves the other "
+        "models and that one as unavailable",
+    )
     worker_timeout: float = setting(
         "OIP_WORKER_TIMEOUT",
         60.0,

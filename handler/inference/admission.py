@@ -10,7 +10,9 @@ target``, ``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is 
 plus the target; ``alone`` is the measured time of a request that ran alone (the minimum Vegas measures against).
 The time to its answer is the run in progress's remaining time (``run - elapsed``, none once it has run its measured
 time) plus one run for each run behind it, the request's own last: ``ceil((inflight + 1) / parallel) - 1`` runs,
-``parallel`` how many requests one run takes (the dynamic batch, else one). ``run`` is measured as the time between
+``parallel`` how many requests one run takes (the dynamic batch, else one), each counted at its mean time plus twice
+its spread (as TCP's retransmission timeout counts a round trip), so that runs that vary do not carry the p99 past
+the bound. ``run`` is measured as the time between
 answers while the model stays busy (or a request's own time when it found the model idle); a faster run counts more
 than a slower one, so one stalled run is forgotten quickly. A request with its own deadline (gRPC deadline, Lambda's
 remaining time) is admitted while its answer comes within it instead, and refused with the deadline's 504 /
@@ -45,6 +47,8 @@ DEFAULT_TARGET_MS: Final = 100
 MAX_GATES: Final = 1024
 #: Weight of a new run-time sample; a faster one counts more, so one stalled run is forgotten quickly.
 _RISE, _FALL = 0.2, 0.5
+#: Weight of a new deviation in a run time's spread (RFC 6298's beta).
+_SPREAD = 0.25
 
 
 class Overloaded(V2Error):
@@ -100,6 +104,7 @@ class ModelGate:
         "refused",
         "run_s",
         "run_started",
+        "spread_s",
         "target_s",
     )
 
@@ -110,6 +115,10 @@ class ModelGate:
         self.clock = clock
         self.inflight = 0
         self.run_s = 0.0
+        #: How far run times stray from ``run_s`` (their mean deviation, as TCP's ``rttvar``): a request queued
+        #: behind a run counts it at ``run_s + 2 * spread_s``, so that a model whose runs vary is not admitted past
+        #: its bound on the mean alone.
+        self.spread_s = 0.0
         #: The time of a request that ran alone (admitted to an idle model, none admitted before its answer): the
         #: unloaded run the accepted latency is held to (s; 0 until measured).
         self.alone_s = 0.0
@@ -132,7 +141,11 @@ class ModelGate:
         the runs behind it, its own last."""
         if not self.inflight:
             return self.run_s
-        return self.remaining_s(now) + (self.runs_for(self.inflight) - 1) * self.run_s
+        return self.remaining_s(now) + (self.runs_for(self.inflight) - 1) * self.queued_run_s()
+
+    def queued_run_s(self) -> float:
+        """What one run behind the run in progress counts for: its mean time and twice its spread."""
+        return self.run_s + 2 * self.spread_s
 
     def drain_s(self) -> float:
         """The time the requests in flight take to be answered, as measured."""
@@ -198,7 +211,10 @@ class ModelGate:
         self.measured(took)
 
     def measured(self, sample_s: float) -> None:
-        """One run's measured time, between two answers (``_average``)."""
+        """One run's measured time, between two answers (``_average``), and its spread (a quarter of each new
+        deviation, as TCP's ``rttvar``)."""
+        if self.run_s:
+            self.spread_s += _SPREAD * (abs(sample_s - self.run_s) - self.spread_s)
         self.run_s = _average(self.run_s, sample_s)
 
 

@@ -27,6 +27,9 @@ from adapters.errors import V2Error
 STARTUP_FAILURE: Final = 3
 #: The ``Settings`` field behind a failure of the model repository.
 MODEL_REPOSITORY: Final = "model_repository"
+#: The ``Settings`` field that lets a server start with models that did not load, and how ``oip serve`` sets it.
+EXIT_ON_ERROR: Final = "exit_on_error"
+EXIT_ON_ERROR_OPTIONS: Final = "--exit-on-error false or OIP_EXIT_ON_ERROR=false serves the other models"
 #: What a failure without a setting of its own suggests instead.
 DEBUG_HINT: Final = "--log-level debug shows the traceback"
 #: Optional packages by the module a repository imports, and the extra that installs each.
@@ -48,6 +51,8 @@ class StartupFailure(Exception):
     def line(self, options: str | None) -> str:
         """The cause and, in brackets, ``options`` (how this entry point's operator sets ``setting``), or how to see
         the traceback of a failure that names no setting."""
+        if self.setting == EXIT_ON_ERROR:
+            options = EXIT_ON_ERROR_OPTIONS
         return f"{self.cause} ({options if self.setting and options else DEBUG_HINT})"
 
 
@@ -99,6 +104,13 @@ def repository_failure(exc: Exception, location: str, doing: str) -> StartupFail
     if isinstance(exc, V2Error) and location in exc.message:  # the message names the repository already
         return StartupFailure(exc.message, MODEL_REPOSITORY)
     return StartupFailure(f"cannot {doing} model repository {location}: {_reason(exc)}", MODEL_REPOSITORY)
+
+
+def unloaded_models(reasons: list[str]) -> StartupFailure:
+    """The models that did not load (each one's reason), with ``--exit-on-error`` on."""
+    more = len(reasons) - 1
+    others = f" (and {more} more model version{'s' if more > 1 else ''})" if more else ""
+    return StartupFailure(f"{reasons[0]}{others}", EXIT_ON_ERROR)
 
 
 def app_failure(exc: Exception) -> StartupFailure:

@@ -47,7 +47,8 @@ def _cores_of(pid: int) -> int:
 
 
 def test_model_repository_from_the_environment(test_repository: Path) -> None:
-    with oip_serve(env={"MODEL_REPOSITORY": str(test_repository), "OIP_EAGER_LOAD": "1"}, probe=live) as server:
+    env = {"MODEL_REPOSITORY": str(test_repository), "OIP_EAGER_LOAD": "1", "OIP_EXIT_ON_ERROR": "false"}
+    with oip_serve(env=env, probe=live) as server:
         assert httpx.get(f"{server.url}/v2/models/simple").status_code == 200
 
 

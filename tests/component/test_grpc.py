@@ -20,7 +20,7 @@ from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_arr
 
 @pytest.fixture(scope="module")
 def grpc_url(test_repository: Path) -> Iterator[str]:
-    with serve(test_repository) as served:
+    with serve(test_repository, "--exit-on-error", "false") as served:
         yield served.grpc
 
 

@@ -50,7 +50,7 @@ def unready_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
     shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
     (root / "corrupt" / "1").mkdir(parents=True)
     (root / "corrupt" / "1" / "model.onnx").write_bytes(b"this is not an onnx file")
-    with serve(root) as found:
+    with serve(root, "--exit-on-error", "false") as found:
         yield found
 
 

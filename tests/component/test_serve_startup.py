@@ -131,11 +131,37 @@ def test_a_taken_grpc_port_names_the_port_and_the_option(taken: int, port: int, 
     ]
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_model_that_does_not_load_stops_the_server_with_one_line(
+    iris_and_corrupt: Path, port: int, workers: str
+) -> None:
+    """Triton's ``--exit-on-error`` (on by default): a model file that is not ONNX stops ``oip serve`` with exit
+    code 3 and one line naming the model, its reason and the option that serves the others instead."""
+    result = start("--model-repository", str(iris_and_corrupt), "--port", str(port), "--workers", workers)
+    assert result.returncode == 3, result.stderr
+    [line] = error_lines(result)
+    assert line.startswith("oip serve: error: model 'corrupt' version 1 failed to load: "), line
+    assert line.endswith("(--exit-on-error false or OIP_EXIT_ON_ERROR=false serves the other models)")
+    assert "Traceback" not in result.stderr and "Application startup complete" not in result.stderr
+
+
+def test_every_model_that_does_not_load_is_counted_in_the_line(iris_and_corrupt: Path, port: int) -> None:
+    (iris_and_corrupt / "broken" / "1").mkdir(parents=True)
+    (iris_and_corrupt / "broken" / "1" / "model.onnx").write_bytes(b"nor is this")
+    result = start("--model-repository", str(iris_and_corrupt), "--port", str(port), "--workers", "1")
+    assert result.returncode == 3, result.stderr
+    [line] = error_lines(result)
+    assert "failed to load" in line and "(and 1 more model version)" in line, line
+
+
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_model_that_does_not_load_is_unavailable_in_the_start_up_log(iris_and_corrupt: Path, workers: int) -> None:
-    """A model file that is not ONNX leaves that model unavailable, not the server: the start-up log says so once,
-    beside the model that serves, with no traceback."""
-    with oip_serve("--model-repository", str(iris_and_corrupt), workers=workers, probe=live, env={
+@pytest.mark.parametrize("off", [("--exit-on-error", "false"), ("--exit-on-error", "0")])
+def test_with_exit_on_error_off_a_model_that_does_not_load_is_unavailable_in_the_start_up_log(
+    iris_and_corrupt: Path, workers: int, off: tuple[str, str]
+) -> None:
+    """``--exit-on-error false``: a model file that is not ONNX leaves that model unavailable, not the server: the
+    start-up log says so once, beside the model that serves, with no traceback."""
+    with oip_serve("--model-repository", str(iris_and_corrupt), *off, workers=workers, probe=live, env={
         "OIP_LOG_LEVEL": "info"}, drop=PLATFORM_VARIABLES) as server:  # fmt: skip
         wait_for(lambda: server.child.text().count("Application startup complete") == workers, "every worker serves")
         assert httpx.get(f"{server.url}/v2/models/iris/ready").status_code == 200

@@ -62,7 +62,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(repository: Path) -> Iterator[Served]:
-    with serve(repository) as found:
+    with serve(repository, "--exit-on-error", "false") as found:
         yield found
 
 

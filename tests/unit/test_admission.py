@@ -141,19 +141,38 @@ def test_the_bound_is_twice_the_run_of_a_request_alone_when_runs_together_are_sl
     clock.now += 0.6
     gate.leave(first, answered=True)  # not alone: the unloaded run is unchanged
     assert gate.alone_s == pytest.approx(0.3) and gate.run_s == pytest.approx(0.36)  # a fifth of one more run
-    gate.measured(0.6)
-    gate.measured(0.6)
-    run = gate.run_s
-    assert run > 0.4
-    with pytest.raises(Overloaded):  # the run in progress just started: run + run > 700 ms
+    for _ in range(30):  # steady at 600 ms: the spread fades
+        gate.measured(0.6)
+    run, queued = gate.run_s, gate.queued_run_s()
+    assert run > 0.5 and run < queued < 0.7
+    with pytest.raises(Overloaded):  # the run in progress just started: run + queued > 700 ms
         gate.admits(None)
-    clock.now += 2 * run - 0.7 + 0.001  # less than 0.7 - run left of it
+    clock.now += run + queued - 0.7 + 0.001  # less than 0.7 - queued left of it
     gate.admits(None)
     gate.leave(second, answered=True)
     alone = gate.enter()
     clock.now += 0.2
     gate.leave(alone, answered=True)  # alone again, and faster: the bound follows
     assert gate.alone_s == pytest.approx(0.25) and gate.bound_s() == pytest.approx(0.6)
+
+
+def test_runs_that_vary_count_for_more_behind_the_run_in_progress() -> None:
+    """Runs of 200 and 400 ms in turn (mean 300): a request queued behind one counts it at the mean plus twice the
+    spread, so it is admitted later in the run in progress than with steady 300 ms runs."""
+    steady, varying = _gate(0.3), _gate(0.3)
+    for sample in (0.2, 0.4) * 10:
+        varying.measured(sample)
+        steady.measured(0.3)
+    assert steady.spread_s == pytest.approx(0) and steady.queued_run_s() == pytest.approx(0.3)
+    assert varying.spread_s > 0.05 and varying.queued_run_s() > varying.run_s + 0.1
+    for gate in (steady, varying):
+        gate.enter()
+        gate.enter()
+    steady.clock.now += steady.run_s - 0.09  # 90 ms left: 90 + 600 <= 700
+    steady.admits(None)
+    varying.clock.now += varying.run_s - 0.09
+    with pytest.raises(Overloaded):
+        varying.admits(None)
 
 
 def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:

@@ -62,6 +62,7 @@ SETTINGS_READS: list[tuple[str, str, str, Any]] = [
     ("OIP_WORKERS", "workers", "3", 3),
     ("OIP_DRAIN_TIMEOUT", "drain_timeout", "0", 0.0),
     ("OIP_WORKER_TIMEOUT", "worker_timeout", "2.5", 2.5),
+    ("OIP_EXIT_ON_ERROR", "exit_on_error", "false", False),
     ("OIP_MAX_REQUESTS", "max_requests", "500", 500),
     ("OIP_MAX_REQUESTS_JITTER", "max_requests_jitter", "50", 50),
     ("OIP_LOG_LEVEL", "log_level", "WARNING", "warning"),
