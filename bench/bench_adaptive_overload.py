@@ -39,7 +39,7 @@ import onnx
 
 from bench.bench_overload import _pct, rss_mb
 from bench.bench_throughput import _triton_server, free_ports
-from tests import overload_models
+from tests.support import overload_models
 
 ROOT = Path(__file__).resolve().parents[1]
 BODIES = {
@@ -184,7 +184,7 @@ def oip(repository: Path, workdir: Path) -> Iterator[tuple[str, int]]:
 
 @contextlib.contextmanager
 def triton(repository: Path, workdir: Path) -> Iterator[tuple[str, int]]:
-    """tritonserver 2.51 over ``repository`` (tests/integration/triton_server.py)."""
+    """tritonserver 2.51 over ``repository`` (tests/support/triton_server.py)."""
     http, grpc = free_ports(2)
     server = _triton_server().TritonServer(repository, workdir, http, grpc)
     server.start()

@@ -31,6 +31,7 @@ from adapters.deadline import bound  # noqa: E402
 from handler.batch.routing import batch_event_kind  # noqa: E402
 from handler.config.lambda_settings import LambdaSettings  # noqa: E402
 from handler.inference.service import InferenceService  # noqa: E402
+from handler.inference.shadow import invocation_shadow  # noqa: E402
 from handler.observability.invocation_keys import InvocationKeys  # noqa: E402
 from handler.observability.lambda_telemetry import lambda_telemetry  # noqa: E402
 from handler.protocol.status import status_of  # noqa: E402
@@ -70,6 +71,9 @@ telemetry = lambda_telemetry(settings, lambda_settings.tracing)
 sampler = telemetry.sampler
 # The process's one inference service: the HTTP app's, and the batch events' this function routes (below).
 service = InferenceService(_dataplane(), settings, telemetry)
+# A model's ``shadow_version`` gets a copy of the requests its default answers, run once the invocation's answer
+# is complete (handler/inference/shadow.py); None when no model has one.
+shadow = service.shadow = invocation_shadow(service.dataplane)
 app = create_serving_app(service.dataplane, settings, telemetry, service=service)
 mangum = Mangum(app, lifespan="off")
 max_body_bytes = settings.max_body_bytes
@@ -137,7 +141,17 @@ invocation_keys = InvocationKeys(logger, lambda_settings.log_event)
 
 
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
-    """Serve one Lambda invocation: HTTP events through Mangum, batch events through handler.batch."""
+    """Serve one Lambda invocation: HTTP events through Mangum, batch events through handler.batch; then, with a
+    shadow, the copies of its requests, the answer complete and unchanged."""
+    try:
+        return _serve(event, context)
+    finally:
+        if shadow is not None and not shadow.queue.empty():
+            deadline = lambda_deadline(context, deadline_margin_ms)
+            run(shadow.run_after(deadline.remaining if deadline is not None else None))
+
+
+def _serve(event: Any, context: Any) -> dict[str, Any]:
     shape = http_shape(event)
     if shape is None and batch_event_kind(event) is not None:
         from handler import batch

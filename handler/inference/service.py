@@ -98,7 +98,8 @@ class InferenceService:
             settings.dynamic_batching,
         )
         #: ``oip serve`` (OIP_STATS_DIR): each model's ``shadow_version`` gets a sampled copy of the requests its
-        #: default answered, after the answer (``shadow.py``); None elsewhere.
+        #: default answered, after the answer (``shadow.py``); the Lambda HTTP function sets its ``InvocationShadow``
+        #: (handler/http.py); None elsewhere.
         self.shadow = shadow_of(dataplane, settings.stats_dir) if settings.stats_dir else None
 
     def known_counts(self, model: ResolvedModel) -> TensorCounts | None:
@@ -209,10 +210,11 @@ class InferenceService:
         """``requests`` decoded requests of equal row counts that their decoder merged into ``call`` (a batch
         chunk's lines: inputs without content types or S3 references, no requested outputs), answered as
         ``infer_many`` answers them when they run as one: admitted together, each request within
-        OIP_MAX_TENSOR_BYTES, counted and observed as a request of its own; one result holding every request's
-        rows in order. None (nothing observed or counted) when they cannot be answered together (a content type
-        to apply, a request over the tensor limit, a refusal, a failed execution): ``infer_many`` then answers
-        each as it answers it alone."""
+        OIP_MAX_TENSOR_BYTES, counted and observed as requests of their own (in one update for all, as Triton
+        counts a batch's requests: ``Telemetry.observe_many``, ``Statistics.successes``); one result holding every
+        request's rows in order. None (nothing observed or counted) when they cannot be answered together (a
+        content type to apply, a request over the tensor limit, a refusal, a failed execution): ``infer_many``
+        then answers each as it answers it alone."""
         model = self.dataplane.resolve(name, version)
         try:
             defaults = model_defaults(model)  # an unknown model's error: each request's own, from infer_many
@@ -220,7 +222,7 @@ class InferenceService:
             return None
         if defaults or any(t.data.nbytes // requests > self.max_tensor_bytes for t in call.inputs):
             return None
-        observing = [self.observe(name, version) for _ in range(requests)]
+        observing = self.telemetry.observe_many(name, version, requests)
         try:
             ticket = self._admit(name)
         except V2Error:
@@ -231,14 +233,11 @@ class InferenceService:
                 ran = await self.dataplane.run_merged(model, call, requests)
             if ran is None:
                 return None
-            observations = [context.__enter__() for context in observing]
-            result = await self._finish(Prepared(call, None, None), ran, observations[0])
+            with observing as observation:
+                result = await self._finish(Prepared(call, None, None), ran, observation)
             answered = True
         finally:
             ticket.leave(answered)
-        for context, observation in zip(observing, observations, strict=True):
-            observation.version = result.model_version
-            context.__exit__(None, None, None)
         return result
 
     def _admit(self, name: str) -> Ticket:

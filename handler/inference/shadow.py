@@ -9,6 +9,12 @@ after yielding to the event loop so that the answer in hand is sent first, and r
 with ``shadow_timeout_ms`` as its deadline (onnxruntime stops the run then; counted ``timeout``); any error is
 counted ``error`` and dropped. The task runs in a context of its own: no request's deadline, span or log keys
 reach it.
+
+On AWS Lambda nothing runs once an invocation has returned, so ``InvocationShadow`` keeps the copies on the queue
+and ``run_after`` runs them when the invocation's answer is complete, before the handler returns it: the answer is
+never changed, and it waits for its copies at most ``shadow_timeout_ms`` each. A copy runs only while the
+invocation has ``shadow_timeout_ms`` left before its deadline, else it is counted ``skipped``; its comparison is
+written as EMF metrics (``observability/shadow_emf.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import contextvars
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import anyio.to_thread
 
@@ -27,7 +34,7 @@ from adapters import deadline as deadlines
 from adapters.deadline import DeadlineExceeded
 from adapters.repository.shadow import SHADOW_TIMEOUT_MS, ShadowPlan
 from adapters.types import InferCall, InferResult
-from handler.observability.comparison import compare_outputs
+from handler.observability.comparison import Comparison, compare_outputs
 from handler.observability.shadow_metrics import Key, ShadowCounters
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.resolved_model import ResolvedModel
@@ -40,6 +47,14 @@ QUEUE_SIZE: Final = 64
 DISAGREEMENT_LOG_INTERVAL_S: Final = 1.0
 #: Values of each output a logged disagreement shows.
 LOGGED_VALUES: Final = 8
+
+
+class Counts(Protocol):
+    """Where a shadow counts its outcomes: ``ShadowCounters`` (``oip serve``) or ``ShadowEmf`` (Lambda)."""
+
+    def compared(self, key: Key, comparison: Comparison) -> None: ...
+
+    def failed(self, key: Key, reason: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +70,17 @@ class Copy:
 class Shadow:
     """A worker's shadow: sampling, the bounded queue and the background task that runs the copies."""
 
-    def __init__(self, dataplane: DataPlane, counters: ShadowCounters) -> None:
+    #: Whether ``offer`` starts the background task (``oip serve``); ``InvocationShadow`` runs its copies itself.
+    background = True
+
+    def __init__(self, dataplane: DataPlane, counters: Counts) -> None:
         self.dataplane = dataplane
         self.counters = counters
         self.queue: asyncio.Queue[Copy] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._logged = -DISAGREEMENT_LOG_INTERVAL_S
         #: The candidate versions loaded (the others load on first use, in a thread).
-        self._ready: set[tuple[str, str]] = set()
+        self.loaded: set[tuple[str, str]] = set()
 
     def plan(self, model: ResolvedModel, result: InferResult) -> ShadowPlan | None:
         """The model's plan when its default version gave ``result``; None otherwise."""
@@ -85,7 +103,7 @@ class Shadow:
             except asyncio.QueueFull:
                 self.counters.failed(key, "overloaded")
                 return
-            if self._task is None or self._task.done():
+            if self.background and (self._task is None or self._task.done()):
                 loop = asyncio.get_running_loop()
                 self._task = loop.create_task(self._work(), context=contextvars.Context())
         except Exception:  # a shadow never fails the answer
@@ -105,9 +123,9 @@ class Shadow:
         name = copy.key[0]
         try:
             target = self.dataplane.resolve(name, copy.plan.version)
-            if (name, copy.plan.version) not in self._ready:  # a candidate loads in a thread, never in the loop
+            if (name, copy.plan.version) not in self.loaded:  # a candidate loads in a thread, never in the loop
                 await anyio.to_thread.run_sync(target.backend.load)
-                self._ready.add((name, copy.plan.version))
+                self.loaded.add((name, copy.plan.version))
             # The deadline stops onnxruntime's run itself (its watchdog); the timeout stops the wait for it.
             with deadlines.bound(deadlines.after(copy.plan.timeout_s, SHADOW_TIMEOUT_MS)):
                 async with asyncio.timeout(copy.plan.timeout_s):
@@ -141,6 +159,47 @@ class Shadow:
             _answer(copy.result),
             _answer(shadowed),
         )
+
+
+class InvocationShadow(Shadow):
+    """A Lambda function's shadow: copies wait on the queue until ``run_after`` runs them, at the end of the
+    invocation whose requests they copy (module docstring)."""
+
+    background = False
+
+    async def run_after(self, remaining_s: Callable[[], float] | None) -> None:
+        """Run the queued copies one at a time, each only while ``remaining_s()`` (the invocation's seconds left
+        before its deadline; None: no deadline) is at least its timeout, else counted ``skipped``."""
+        while not self.queue.empty():
+            copy = self.queue.get_nowait()
+            try:
+                if remaining_s is not None and remaining_s() < copy.plan.timeout_s:
+                    self.counters.failed(copy.key, "skipped")
+                    continue
+                await self._run(copy)
+            except Exception:  # a shadow never fails the answer
+                logger.exception("shadow of %s version %s failed to count", copy.key[0], copy.plan.version)
+
+
+def invocation_shadow(dataplane: DataPlane) -> InvocationShadow | None:
+    """A Lambda function's shadow, its comparisons written as EMF metrics, its candidate versions loaded now (in
+    the init phase, as the defaults are); None when no model of the repository has a ``shadow_version`` (then
+    requests pay nothing for it)."""
+    from handler.observability.shadow_emf import ShadowEmf
+
+    repository = dataplane.repository
+    plans = {name: entry.shadow for name in repository.names() if (entry := repository.entry(name)).shadow}
+    if not plans:
+        return None
+    shadow = InvocationShadow(dataplane, ShadowEmf())
+    for name, plan in plans.items():
+        try:
+            dataplane.resolve(name, plan.version).backend.load()
+        except Exception:  # a candidate that cannot load fails its copies (counted ``error``), never the init
+            logger.exception("shadow version %s of %s not loaded", plan.version, name)
+            continue
+        shadow.loaded.add((name, plan.version))
+    return shadow
 
 
 def shadow_of(dataplane: DataPlane, stats_dir: str) -> Shadow:

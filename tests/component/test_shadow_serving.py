@@ -16,11 +16,11 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
-from tests.metrics_scrape import Scrape, scrape
-from tests.onnx_models import OPSET
-from tests.overload_models import forever
-from tests.servers import OipServer, children, live, oip_serve, ready
-from tests.shadow_models import classifier_repository, rows
+from tests.support.metrics_scrape import Scrape, scrape
+from tests.support.onnx_models import OPSET
+from tests.support.overload_models import forever
+from tests.support.servers import OipServer, children, live, oip_serve, ready
+from tests.support.shadow_models import classifier_repository, rows
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
 REQUESTS = 40
@@ -28,8 +28,11 @@ LABELS = {"model": "clf", "version": "1", "shadow_version": "2"}
 
 
 @contextmanager
-def serving(repository: Path, probe: Callable[[OipServer], bool] = ready) -> Iterator[tuple[OipServer, str]]:
-    with oip_serve(env={"MODEL_REPOSITORY": str(repository)}, workers=1, metrics=True, probe=probe) as server:
+def serving(
+    repository: Path, probe: Callable[[OipServer], bool] = ready, env: dict[str, str] | None = None
+) -> Iterator[tuple[OipServer, str]]:
+    variables = {"MODEL_REPOSITORY": str(repository), **(env or {})}
+    with oip_serve(env=variables, workers=1, metrics=True, probe=probe) as server:
         yield server, f"http://127.0.0.1:{server.metrics_port}/metrics"
 
 
@@ -155,7 +158,7 @@ def test_a_shadow_that_fails_leaves_every_default_answer_200_and_counts_its_erro
 
 def test_a_shadow_version_that_is_not_served_makes_the_model_unavailable_naming_it(tmp_path: Path) -> None:
     classifier_repository(tmp_path / "models", "clf", perturbed=False, parameters={"shadow_version": "9"})
-    with serving(tmp_path / "models", live) as (server, _):
+    with serving(tmp_path / "models", live, {"OIP_EXIT_ON_ERROR": "false"}) as (server, _):  # the others served
         response = httpx.get(f"http://{server.address}/v2/models/clf/ready", timeout=10)
         index = httpx.post(f"http://{server.address}/v2/repository/index", json={}, timeout=10).json()
     assert response.status_code != 200
@@ -163,7 +166,7 @@ def test_a_shadow_version_that_is_not_served_makes_the_model_unavailable_naming_
 
 
 def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_answer_is_200(tmp_path: Path) -> None:
-    """Version 2 runs until it is stopped (tests/overload_models.py ``forever``): each copy is dropped at
+    """Version 2 runs until it is stopped (tests/support/overload_models.py ``forever``): each copy is dropped at
     ``shadow_timeout_ms`` and counted ``timeout``, and the default keeps answering."""
     root = tmp_path / "models"
     identity = helper.make_graph(
