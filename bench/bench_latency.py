@@ -6,7 +6,7 @@ Servers, all on 127.0.0.1 and all started by this run:
 
 - oip: ``oip serve --workers 1`` on the demo repository (``iris`` 1x4, ``tiny_image`` 1x3x224x224);
 - Triton: tritonserver 2.51 from the nvidia-pytriton wheel serving the same ONNX files through a Python-backend
-  model running onnxruntime (``tests/integration/triton_server.py``, as bench_triton and bench_throughput);
+  model running onnxruntime (``tests/support/triton_server.py``, as bench_triton and bench_throughput);
 - null: uvicorn + a bare ASGI callable that reads the body and answers oip's answer to the case, canned
   (``bench/null_server.py``): the floor of client + loopback + an ASGI server;
 - forward: ``oip serve --workers 1`` forwarding every model to that Triton as a pass-through

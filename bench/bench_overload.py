@@ -7,7 +7,7 @@ Two models, the same config.pbtxt on both servers (Triton: a Python-backend mode
 onnxruntime, tests/integration/triton_models/onnx_model.py; two instances, as ``oip serve`` has two workers):
 
 - ``small``: FP32 [-1, 4] -> [-1, 3] (bench/bench_throughput.py), ``max_batch_size: 64``, ``dynamic_batching``;
-- ``slow``: tests/overload_models.py's MatMul chain (a run of some tens of ms whatever the batch),
+- ``slow``: tests/support/overload_models.py's MatMul chain (a run of some tens of ms whatever the batch),
   ``max_batch_size: 1``, ``dynamic_batching``: one request per run, so capacity is runs per second;
 
 both with ``default_queue_policy { max_queue_size: --queue }``. For each server and model:
@@ -47,7 +47,7 @@ import httpx
 import onnx
 
 from bench.bench_throughput import _triton_server, free_ports, small_model
-from tests import overload_models
+from tests.support import overload_models
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = {

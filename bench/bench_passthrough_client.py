@@ -3,7 +3,7 @@
 
     python -m bench.bench_passthrough_client [--python /tmp/venv/bin/python] [--repeat 400] [--rounds 2]
 
-This process starts tritonserver (``tests/integration/triton_server.py``, the models of ``bench_latency``) and
+This process starts tritonserver (``tests/support/triton_server.py``, the models of ``bench_latency``) and
 writes the two request bodies of bench_latency's forwarding targets (the 1x4 FP32 JSON request, the 1x3x224x224 FP32
 binary one, 600 KB); the clients run in ``--python``, an interpreter that has them installed (``aiohttp`` and
 ``orjson`` for the pass-through, any of ``pyreqwest``, ``curl_cffi``; ``uvloop`` when present, as ``oip serve``

@@ -24,8 +24,8 @@ import numpy as np
 import tritonclient.http as triton_http
 
 from bench.common import oip_server
-from tests import onnx_models
-from tests.servers import HeldPort, moto_server
+from tests.support import onnx_models
+from tests.support.servers import HeldPort, moto_server
 
 
 def _timed(function: Callable[[], object]) -> float:

@@ -12,7 +12,7 @@ matches numpy's, polled every 10 ms. The process group is then killed.
 - baseline (with ``--baseline CHECKOUT``): ``oip serve`` as oip, running the code of another checkout of this
   repository (``PYTHONPATH``), e.g. ``git worktree add /tmp/before HEAD~1``, to compare before/after in one run;
 - triton: tritonserver 2.51 from the nvidia-pytriton wheel, a Python-backend model running the ONNX file, as
-  the Triton forwarding tests start it (tests/integration/triton_server.py);
+  the Triton forwarding tests start it (tests/support/triton_server.py);
 - mlserver: ``mlserver start`` (MLServer 1.7.1, tool venv ``mlserver``, ``parallel_workers: 0``, see below) with
   bench/mlserver_onnx.py as the model class; onnxruntime 1.32.0 comes from the ``pytriton`` tool venv, linked
   alone onto ``PYTHONPATH`` so that MLServer keeps its own numpy.

@@ -51,7 +51,7 @@ import httpx
 from bench.bench_throughput import MODEL, SMALL_CONFIG, UNSTABLE, free_ports, small_model
 from bench.perf_analyzer import Measurement, PerfAnalyzer, PerfAnalyzerError, UnstableError, measure, perf_analyzer
 from scripts.tool_env import venv as tool_venv
-from tests import onnx_models
+from tests.support import onnx_models
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2

@@ -3,8 +3,8 @@ shadow and with ``shadow_version`` at rate 1, side by side.
 
     python -m bench.bench_shadow [--rounds 3] [--requests 1500]
 
-The model is the tests' classifier (``tests/shadow_models.py``: FP32 [1, 4] in, probabilities and a label out), in
-two versions; version 2 shadows version 1 on one side and nothing shadows it on the other. Each round starts
+The model is the tests' classifier (``tests/support/shadow_models.py``: FP32 [1, 4] in, probabilities and a label
+out), in two versions; version 2 shadows version 1 on one side and nothing shadows it on the other. Each round starts
 ``oip serve --workers 1`` anew for each side (the order alternating), sends 200 warm-up requests, then ``--requests``
 requests one after another on one keep-alive connection, each timed from its send to its whole answer. The shadow
 side also reports how many copies its metrics counted as compared and as dropped when the last answer came (the
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.metrics_scrape import scrape
-from tests.servers import oip_serve
-from tests.shadow_models import classifier_repository, rows
+from tests.support.metrics_scrape import scrape
+from tests.support.servers import oip_serve
+from tests.support.shadow_models import classifier_repository, rows
 
 LABELS = {"model": "clf", "version": "1", "shadow_version": "2"}
 

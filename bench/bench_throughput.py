@@ -40,7 +40,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from bench.perf_analyzer import Measurement, PerfAnalyzer, PerfAnalyzerError, UnstableError, measure, perf_analyzer
-from tests import onnx_models
+from tests.support import onnx_models
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "small"
@@ -79,14 +79,14 @@ def small_model() -> onnx.ModelProto:
 
 
 def _triton_server() -> ModuleType:
-    """``tests.integration.triton_server``, also from a checkout whose settings module is ``handler.settings``."""
+    """``tests.support.triton_server``, also from a checkout whose settings module is ``handler.settings``."""
     try:
-        return importlib.import_module("tests.integration.triton_server")
+        return importlib.import_module("tests.support.triton_server")
     except ModuleNotFoundError as error:
         if error.name != "handler.settings":
             raise
         sys.modules["handler.settings"] = importlib.import_module("handler.config.settings")
-        return importlib.import_module("tests.integration.triton_server")
+        return importlib.import_module("tests.support.triton_server")
 
 
 def build_repositories(root: Path) -> tuple[Path, Path]:

@@ -32,7 +32,7 @@ from bench.common import oip_server, p50_ms
 from handler.config.settings import DEMO_REPOSITORY
 from handler.protocol.dataplane import DataPlane
 from tests.conftest import free_port
-from tests.integration.triton_server import TritonServer, _python_model, build_repository
+from tests.support.triton_server import TritonServer, _python_model, build_repository
 
 IMAGE_CONFIG = """max_batch_size: 0
 input [ { name: "image", data_type: TYPE_FP32, dims: [ -1, 3, 224, 224 ] } ]

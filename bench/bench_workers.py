@@ -53,7 +53,7 @@ from bench.bench_servers import _point, rss_mb, workers
 from bench.bench_throughput import MODEL, SMALL_CONFIG, free_ports, small_model
 from bench.perf_analyzer import Measurement, perf_analyzer
 from scripts.tool_env import venv as tool_venv
-from tests import onnx_models
+from tests.support import onnx_models
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2

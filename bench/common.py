@@ -25,9 +25,9 @@ def p50_ms(function: Callable[[], object], repeat: int, warmup: int = 20) -> flo
 
 @contextmanager
 def oip_server(port: int, env: dict[str, str] | None = None) -> Iterator[str]:
-    """``oip serve`` in a child process (no access log) until it is live, yielding its base URL (tests/servers.py:
-    its output in a file, shown when it fails to start)."""
-    from tests.servers import environment, http_ok, running, serve_command
+    """``oip serve`` in a child process (no access log) until it is live, yielding its base URL
+    (tests/support/servers.py: its output in a file, shown when it fails to start)."""
+    from tests.support.servers import environment, http_ok, running, serve_command
 
     url = f"http://127.0.0.1:{port}"
     command = serve_command("--port", str(port), "--no-access-log", "--log-level", "warning")

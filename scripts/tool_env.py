@@ -56,7 +56,7 @@ TOOLS: dict[str, Tool] = {
     # MLServer, whose own codecs and types check ours (it predates pandas 3's str dtype).
     "mlserver": Tool(("mlserver==1.7.1", "pandas<3")),
     # KServe's Python SDK clients (InferenceRESTClient, InferenceGRPCClient), which pin their own fastapi, pydantic,
-    # grpcio, protobuf and numpy (tests/kserve_env.py). No storage extra: the clients need none.
+    # grpcio, protobuf and numpy (tests/support/kserve_env.py). No storage extra: the clients need none.
     "kserve": Tool(("kserve==0.21.0",)),
     # perf_analyzer ships in the tritonclient 2.51.0 wheel (newer ones need a newer glibc), with the CUDA runtime
     # library it links (bench/perf_analyzer.py).

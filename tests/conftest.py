@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
-from tests import onnx_models
-from tests.servers import LiveServer
+from tests.support import onnx_models
+from tests.support.servers import LiveServer
 
 __all__ = ["LiveServer", "free_port"]
 
@@ -67,7 +67,7 @@ def demo_client() -> Iterator[TestClient]:
 
 def free_port() -> int:
     """A loopback port that nothing listened on a moment ago, for clients that must find no server there. A server
-    gets its port from tests/servers.py (``HeldPort``, or port 0), never from here."""
+    gets its port from tests/support/servers.py (``HeldPort``, or port 0), never from here."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

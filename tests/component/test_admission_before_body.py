@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests import onnx_models, overload_models
-from tests.metrics_scrape import scrape
-from tests.servers import OipServer, oip_serve
+from tests.support import onnx_models, overload_models
+from tests.support.metrics_scrape import scrape
+from tests.support.servers import OipServer, oip_serve
 
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [1.0]}]}
 

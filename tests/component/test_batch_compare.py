@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from handler.observability.request_log import RequestLogSampler
-from tests.shadow_models import classifier_repository, rows
+from tests.support.shadow_models import classifier_repository, rows
 
 #: Rows per line: most lines one row, some several (agreement counts rows, differences are per line).
 LINE_ROWS = [1] * 90 + [3] * 10

@@ -23,8 +23,8 @@ from handler.config.settings import DEMO_REPOSITORY
 from handler.inference.service import InferenceService
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
-from tests import onnx_models
 from tests.conftest import make_settings
+from tests.support import onnx_models
 
 #: Models by name: their input's name, datatype and row width (None: 1-D).
 MODELS: dict[str, tuple[str, str, int | None]] = {

@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 
 from handler.codecs import decode_response, encode_request
-from tests.content_type_models import content_server  # noqa: F401  (fixture)
-from tests.mlserver_env import mlserver_python
-from tests.samples import SAMPLES, TABLE_DATATYPES
-from tests.servers import LiveServer
+from tests.support.content_type_models import content_server  # noqa: F401  (fixture)
+from tests.support.mlserver_env import mlserver_python
+from tests.support.samples import SAMPLES, TABLE_DATATYPES
+from tests.support.servers import LiveServer
 
 
 @pytest.fixture(scope="module")

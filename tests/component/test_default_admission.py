@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 
-from tests import onnx_models, overload_models
-from tests.metrics_scrape import scrape
-from tests.servers import POLL_SECONDS, STARTUP_TIMEOUT, OipServer, oip_serve, wait_for
+from tests.support import onnx_models, overload_models
+from tests.support.metrics_scrape import scrape
+from tests.support.servers import POLL_SECONDS, STARTUP_TIMEOUT, OipServer, oip_serve, wait_for
 
 #: The largest dynamic batch: a model holds at most one row fewer (a full batch runs at once).
 LARGEST = 5

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
-from tests.component.server_processes import listening, socket_inodes, workers
-from tests.servers import OipServer, oip_serve, wait_for
+from tests.support.server_processes import listening, socket_inodes, workers
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
 

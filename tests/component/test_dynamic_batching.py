@@ -33,7 +33,7 @@ from adapters.repository.model_config import model_config_pb2
 from handler.config.settings import Settings
 from handler.server import build_app
 from tests.conftest import make_settings
-from tests.onnx_models import save
+from tests.support.onnx_models import save
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDTH, HIDDEN, OUT = 16, 32, 8

@@ -22,9 +22,9 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests import onnx_models, overload_models
-from tests.metrics_scrape import Scrape, scrape
-from tests.servers import OipServer, oip_serve
+from tests.support import onnx_models, overload_models
+from tests.support.metrics_scrape import Scrape, scrape
+from tests.support.servers import OipServer, oip_serve
 
 FAILURE = "nv_inference_request_failure"
 PENDING = "nv_inference_pending_request_count"

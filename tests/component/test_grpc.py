@@ -14,8 +14,8 @@ import tritonclient.grpc as triton_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.grpc_serve import serve
-from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
+from tests.support.grpc_serve import serve
+from tests.support.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
 
 
 @pytest.fixture(scope="module")

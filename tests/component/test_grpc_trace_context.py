@@ -24,8 +24,8 @@ from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.grpc.server import build_server
 from handler.observability.worker_telemetry import worker_telemetry
 from handler.runtime.container import build_dataplane
-from tests.servers import HeldPort
-from tests.spans import in_memory_spans
+from tests.support.servers import HeldPort
+from tests.support.spans import in_memory_spans
 
 METHOD = "inference.GRPCInferenceService/ModelInfer"
 STEPS = {"decode", "run", "encode"}

@@ -1,4 +1,4 @@
-"""The inference corpus (tests/component/infer_corpus.py: JSON and binary, every datatype, compressed, raw, and
+"""The inference corpus (tests/support/infer_corpus.py: JSON and binary, every datatype, compressed, raw, and
 every kind of error) against two oracles:
 
 - onnxruntime, run directly on the model file with the inputs read from the request by a decoder of this test's
@@ -24,7 +24,7 @@ import pytest
 import tritonclient.http as triton_http
 from fastapi.testclient import TestClient
 
-from tests.component.infer_corpus import ANSWERS, LIMITS, answer, requests
+from tests.support.infer_corpus import ANSWERS, LIMITS, answer, requests
 
 CORPUS = requests()
 RECORDED = json.loads(ANSWERS.read_text())
@@ -200,7 +200,7 @@ def test_answer_is_what_onnxruntime_computes_or_the_specs_error(
 
 
 def test_the_corpus_and_its_answers_match() -> None:
-    assert len(CORPUS) == len(RECORDED), "re-record: python -m tests.component.infer_corpus"
+    assert len(CORPUS) == len(RECORDED), "re-record: python -m tests.support.infer_corpus"
 
 
 @pytest.mark.parametrize("index", range(len(CORPUS)), ids=lambda i: f"{i}-{CORPUS[i]['path'].split('/')[3]}")

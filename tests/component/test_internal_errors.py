@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from adapters.repository.repository import ModelRepository
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
-from tests import onnx_models
-from tests.buggy_backend import BuggyBackend
+from tests.support import onnx_models
+from tests.support.buggy_backend import BuggyBackend
 
 
 def test_unexpected_exception_is_a_generic_500(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

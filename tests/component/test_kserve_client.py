@@ -1,6 +1,6 @@
 """KServe's own Python SDK clients against a real ``oip serve`` (REST and gRPC ports on 127.0.0.1):
 ``kserve.InferenceRESTClient`` with ``RESTConfig(protocol="v2")`` and ``kserve.InferenceGRPCClient`` (kserve 0.21.0,
-in its own venv: tests/kserve_env.py). Requests are built with the client's ``InferRequest`` / ``InferInput`` /
+in its own venv: tests/support/kserve_env.py). Requests are built with the client's ``InferRequest`` / ``InferInput`` /
 ``RequestedOutput`` and answers decoded with its ``InferResponse.as_numpy``; the values must equal what onnxruntime
 gives for the same input. kserve 0.21.0's clients offer no model-metadata call (only live, ready, model ready and
 infer), so metadata is not exercised here."""
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
-from tests import onnx_models
-from tests.grpc_serve import Served, serve
-from tests.kserve_env import KServeRaised, KServeSession
-from tests.samples import IRIS, SAMPLES, TABLE_DATATYPES, iris_outputs
+from tests.support import onnx_models
+from tests.support.grpc_serve import Served, serve
+from tests.support.kserve_env import KServeRaised, KServeSession
+from tests.support.samples import IRIS, SAMPLES, TABLE_DATATYPES, iris_outputs
 
 #: The body and message limit the limits test gives its server (the default is 64 MiB).
 LIMIT = 6 * 1024 * 1024

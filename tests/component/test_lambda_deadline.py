@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests import overload_models
+from tests.support import overload_models
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = ROOT / "events" / "http-api" / "infer-json.json"

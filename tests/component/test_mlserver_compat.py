@@ -1,4 +1,4 @@
-"""MLServer compatibility, both ways, with MLServer 1.7 in its own venv (tests/mlserver_env.py):
+"""MLServer compatibility, both ways, with MLServer 1.7 in its own venv (tests/support/mlserver_env.py):
 requests made by our helpers validate as MLServer's pydantic ``InferenceRequest`` and decode with MLServer's own
 codecs to the same values; requests built by MLServer's codecs are answered correctly by our real server."""
 
@@ -16,8 +16,8 @@ import pytest
 
 from handler.codecs import decode_response, encode_request
 from tests.conftest import LiveServer
-from tests.content_type_models import content_server  # noqa: F401  (fixture)
-from tests.mlserver_env import run_mlserver
+from tests.support.content_type_models import content_server  # noqa: F401  (fixture)
+from tests.support.mlserver_env import run_mlserver
 
 VALIDATE = """
 import json, sys

@@ -1,7 +1,7 @@
 """MLServer's client side: its ``mlserver infer`` batch-processing CLI (MLServer 1.7 in its own venv,
-tests/mlserver_env.py), which sends one V2 request per input line (or micro-batches of them, JSON or binary) through
-``tritonclient.http.aio``, against our real server on 127.0.0.1. The answers must equal onnxruntime's; refused lines
-must carry our message into its output file."""
+tests/support/mlserver_env.py), which sends one V2 request per input line (or micro-batches of them, JSON or binary)
+through ``tritonclient.http.aio``, against our real server on 127.0.0.1. The answers must equal onnxruntime's;
+refused lines must carry our message into its output file."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pytest
 from handler.config.settings import DEMO_REPOSITORY
 from handler.server import build_app
 from scripts.tool_env import executable
-from tests import onnx_models
 from tests.conftest import LiveServer, make_settings
-from tests.samples import IRIS, SAMPLES, iris_outputs
+from tests.support import onnx_models
+from tests.support.samples import IRIS, SAMPLES, iris_outputs
 
 
 @pytest.fixture(scope="module")

@@ -47,9 +47,9 @@ from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from scripts import lambda_events
 from tests.conftest import make_settings
-from tests.content_type_models import build_repository
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
-from tests.servers import HeldPort, wait_for
+from tests.support.content_type_models import build_repository
+from tests.support.servers import HeldPort, wait_for
 
 DATES = ["2022-01-11T11:00:00", "1999-12-31T23:59:59.250000", "2022-01-11T11:00:00+02:00"]
 
@@ -123,7 +123,7 @@ class Servers:
         self.telemetry = RecordingTelemetry()
         self.dataplane: DataPlane = build_dataplane(self.settings)
         app = create_app(self.dataplane, self.settings, self.telemetry)
-        # Held until the servers stop (tests/servers.py): no other bind to port 0 gets them meanwhile.
+        # Held until the servers stop (tests/support/servers.py): no other bind to port 0 gets them meanwhile.
         self.held = [HeldPort(), HeldPort()]
         self.rest = f"http://127.0.0.1:{self.held[0].port}"
         self.grpc = f"127.0.0.1:{self.held[1].port}"

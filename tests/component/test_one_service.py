@@ -38,9 +38,9 @@ from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from scripts import lambda_events
 from tests.conftest import make_settings
-from tests.content_type_models import build_repository
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
-from tests.servers import HeldPort
+from tests.support.content_type_models import build_repository
+from tests.support.servers import HeldPort
 
 MODEL = "flat_fp32"
 ROW = [1.5, 2.5]

@@ -5,7 +5,7 @@ Nothing here depends on a machine's speed. A request is held by the dynamic batc
 models wait an hour for a batch to form (``max_queue_delay_microseconds``), so a request stays in the server until
 the test sends the request that fills the batch (``release``), at priority level 1 so that it goes first even when
 level 2's queue is full. A model without a queue runs a ``Loop`` that never ends by itself
-(tests/overload_models.py ``forever``). Requests are sent one after another once the server reports the previous
+(tests/support/overload_models.py ``forever``). Requests are sent one after another once the server reports the previous
 one in progress (``nv_inference_pending_request_count``, read as tests/component/test_failure_reasons.py reads
 it), never after a sleep. A request's fate is read from its answer and from Triton's statistics extension
 (``execution_count``: the runs the model made), so "never runs" is a count.
@@ -26,9 +26,9 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from tests import onnx_models, overload_models, servers
 from tests.component.test_failure_reasons import _metrics, _until_pending
-from tests.servers import OipServer
+from tests.support import onnx_models, overload_models, servers
+from tests.support.servers import OipServer
 
 #: Triton 2.51's words (tritonserver answered them so: docs/protocol.md "Overload and deadlines").
 QUEUE_FULL = "Exceeds maximum queue size"

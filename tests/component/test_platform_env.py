@@ -14,8 +14,8 @@ import pytest
 
 from handler.config.platform import SAGEMAKER_MODEL_DIR, Platform
 from handler.config.settings import Settings
-from tests import platform_models
-from tests.servers import HeldPort, environment, http_ok, running, serve_command
+from tests.support import platform_models
+from tests.support.servers import HeldPort, environment, http_ok, running, serve_command
 
 PLATFORM_VARIABLES = ("AIP_", "SAGEMAKER_", "OIP_", "MODEL_REPOSITORY")
 

@@ -25,8 +25,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from tests.metrics_scrape import Scrape, dashboard_expressions, metric_names, scrape
-from tests.servers import HeldPort, OipServer, environment, launch, oip_serve, serve_command, wait_for
+from tests.support.metrics_scrape import Scrape, dashboard_expressions, metric_names, scrape
+from tests.support.servers import HeldPort, OipServer, environment, launch, oip_serve, serve_command, wait_for
 
 VERTEX_PREDICT = "/vertex/predict"
 IRIS_ROW = [5.1, 3.5, 1.4, 0.2]

@@ -20,7 +20,7 @@ from handler.observability.worker_telemetry import worker_telemetry
 from handler.rest.app import create_app
 from handler.runtime.container import build_dataplane
 from handler.server import build_app
-from tests.spans import in_memory_spans
+from tests.support.spans import in_memory_spans
 
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [5.1, 3.5, 1.4, 0.2]}]}
 SETTINGS = Settings(model_repository=str(DEMO_REPOSITORY), opentelemetry=True)

@@ -20,9 +20,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adapters.onnx.placement import SLOW_RUN_MS
-from tests import onnx_models
-from tests.metrics_scrape import scrape
-from tests.servers import OipServer, oip_serve, wait_for
+from tests.support import onnx_models
+from tests.support.metrics_scrape import scrape
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 PENDING = "nv_inference_pending_request_count"
 SIZE = 64

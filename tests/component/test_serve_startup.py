@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests import onnx_models
-from tests.servers import (
+from tests.support import onnx_models
+from tests.support.servers import (
     STARTUP_TIMEOUT,
     HeldPort,
     environment,

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
-from tests.servers import (
+from tests.support.servers import (
     STARTUP_TIMEOUT,
     Child,
     HeldPort,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servers import STARTUP_TIMEOUT, environment
+from tests.support.servers import STARTUP_TIMEOUT, environment
 
 PLATFORM_VARIABLES = ("OIP_", "MODEL_REPOSITORY", "AIP_", "SAGEMAKER_")
 

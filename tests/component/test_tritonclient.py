@@ -10,7 +10,7 @@ import tritonclient.http.aio as triton_aio
 from tritonclient.utils import InferenceServerException
 
 from tests.conftest import LiveServer
-from tests.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
+from tests.support.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
 
 CASES = [
     pytest.param(datatype, binary, id=f"{datatype}-{'binary' if binary else 'json'}")

@@ -15,8 +15,8 @@ import pytest
 from handler.cli.lambda_context import LocalLambdaContext
 from handler.server import build_app
 from scripts.lambda_events import SAM_EVENTS, fill
-from tests import platform_models
 from tests.conftest import LiveServer, make_settings
+from tests.support import platform_models
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 

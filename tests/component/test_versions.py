@@ -26,8 +26,8 @@ from handler.config.setting_lists import parse_default_versions
 from handler.config.settings import Settings
 from handler.protocol.version_catalog import Deployment, parse_labels, rfc3339
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import make_settings
+from tests.support import onnx_models
 
 CREATED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC).timestamp()
 CONFIG = """

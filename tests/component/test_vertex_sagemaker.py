@@ -20,8 +20,8 @@ import tritonclient.http as triton_http
 from handler.config.platform import custom_attributes, target_model
 from handler.config.settings import Settings
 from handler.server import build_app
-from tests import platform_models
 from tests.conftest import LiveServer, make_settings
+from tests.support import platform_models
 
 HEALTH = "/v1/endpoints/123/deployedModels/456"
 PREDICT = "/v1/endpoints/123/deployedModels/456:predict"

@@ -1,5 +1,6 @@
 """Every example of the README and docs/ that talks to a server runs here, against a real ``oip serve`` over the
-demo repository (HTTP and gRPC), and prints what its page shows (tests/docs/examples.py says how blocks are read)."""
+demo repository (HTTP and gRPC), and prints what its page shows (tests/support/doc_examples.py says how blocks are
+read)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import (
+from tests.support.doc_examples import (
     CALLS_A_SERVER,
     GRPC_ADDRESS,
     HTTP_ADDRESS,
@@ -27,7 +28,7 @@ from tests.docs.examples import (
     examples,
     output_matches,
 )
-from tests.servers import moto_server, oip_serve
+from tests.support.servers import moto_server, oip_serve
 
 ALL_EXAMPLES = [example for page in PAGES for example in examples(page)]
 

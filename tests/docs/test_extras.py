@@ -9,8 +9,8 @@ import tomllib
 
 import pytest
 
-from tests.docs.examples import PAGES, ROOT, blocks
-from tests.docs.markdown import CODE, table_rows
+from tests.support.doc_examples import PAGES, ROOT, blocks
+from tests.support.doc_markdown import CODE, table_rows
 
 EXTRAS: dict[str, list[str]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 CLIENT_IMPORT = re.compile(r"^import tritonclient\.(http|grpc)\b", re.M)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import MOTO_ADDRESS, ROOT, Block, Example, moto_blocks
 from tests.docs.test_examples import _run
-from tests.servers import moto_server
+from tests.support.doc_examples import MOTO_ADDRESS, ROOT, Block, Example, moto_blocks
+from tests.support.servers import moto_server
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from handler.protocol.status import GRPC_STATUS, HTTP_STATUS
-from tests.docs.code_reference import (
+from tests.support.code_reference import (
     ROOT,
     SCANNED,
     cli_options,
@@ -19,7 +19,7 @@ from tests.docs.code_reference import (
     environment_variables,
     template_parameters,
 )
-from tests.docs.markdown import CODE, first_column_names, section, table_rows
+from tests.support.doc_markdown import CODE, first_column_names, section, table_rows
 
 DOCS = ROOT / "docs"
 CONFIGURATION = DOCS / "configuration.md"

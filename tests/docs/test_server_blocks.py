@@ -1,12 +1,12 @@
 """The user pages' blocks that start ``oip serve`` (every line of the block an ``oip serve`` command): each line
-starts a server that comes up ready, on held ports instead of the page's (tests/docs/examples.py reads them)."""
+starts a server that comes up ready, on held ports instead of the page's (tests/support/doc_examples.py reads them)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.docs.examples import USER_PAGES, Block, blocks, page_path
-from tests.servers import oip_serve
+from tests.support.doc_examples import USER_PAGES, Block, blocks, page_path
+from tests.support.servers import oip_serve
 
 #: Options whose values the test replaces by held ports (or leaves to oip_serve): the page's ports may be taken.
 PORT_OPTIONS = {"--host", "--port", "--grpc-port", "--metrics-port"}

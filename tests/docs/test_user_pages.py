@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import USER_PAGES
+from tests.support.doc_examples import USER_PAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_PATH = re.compile(r"\btests/[\w./-]*")

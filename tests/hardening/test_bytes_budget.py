@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.hardening.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
-from tests.servers import wait_for
+from tests.support.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
+from tests.support.servers import wait_for
 
 MiB = 1 << 20
 REQUEST_BUDGET = 2 * MiB

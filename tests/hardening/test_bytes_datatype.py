@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.hardening.oip_process import OipServer, iris_answers, oip_serve
+from tests.support.oip_process import OipServer, iris_answers, oip_serve
 
 #: Elements of the BYTES tensor: parsed one by one, they cost the server about a second of CPU.
 ELEMENTS = 2_000_000

@@ -14,8 +14,8 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from tests.hardening.oip_process import OipServer, iris_answers, normal_requests, oip_serve
-from tests.servers import wait_for
+from tests.support.oip_process import OipServer, iris_answers, normal_requests, oip_serve
+from tests.support.servers import wait_for
 
 MiB = 1 << 20
 TIMEOUTS = ("--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1")

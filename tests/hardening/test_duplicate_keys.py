@@ -20,8 +20,8 @@ from adapters.errors import InvalidInput
 from handler.codecs.json_keys import check_unique_keys
 from handler.codecs.json_numeric import MIN_FAST_BYTES, load_infer_json
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import LiveServer, make_settings
+from tests.support import onnx_models
 
 LARGE = 10_000  # elements: a body well over MIN_FAST_BYTES, read by simdjson
 

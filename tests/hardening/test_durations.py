@@ -20,8 +20,8 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from adapters import deadline as deadlines
 from adapters.onnx.watchdog import Watchdog
-from tests import overload_models, servers
-from tests.servers import OipServer
+from tests.support import overload_models, servers
+from tests.support.servers import OipServer
 
 TIMEOUT_EXPIRED = "Request timeout expired"
 #: Past threading.TIMEOUT_MAX once microseconds become seconds; and past an unsigned 64-bit integer's range.

@@ -28,11 +28,11 @@ from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
 from handler.server import build_app
-from tests import onnx_models
-from tests.buggy_backend import BuggyBackend
-from tests.grpc_serve import Served, serve
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
-from tests.servers import HeldPort, unique_name
+from tests.support import onnx_models
+from tests.support.buggy_backend import BuggyBackend
+from tests.support.grpc_serve import Served, serve
+from tests.support.servers import HeldPort, unique_name
 
 #: What an answer must never hold: onnxruntime's sources and C++ names, Python's class names and tracebacks.
 INTERNALS = re.compile(

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from tests.hardening.oip_process import IRIS_ROW, OipServer, normal_requests, oip_serve
+from tests.support.oip_process import IRIS_ROW, OipServer, normal_requests, oip_serve
 
 #: Server CPU one refusal may cost, and ``/proc``'s unit of CPU time (a measured difference may be one off).
 BUDGET_S = 0.050

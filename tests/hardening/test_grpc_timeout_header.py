@@ -12,9 +12,9 @@ import grpc
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests import servers
-from tests.hardening.oip_process import iris_answers
-from tests.hardening.raw_grpc import RawChannel
+from tests.support import servers
+from tests.support.oip_process import iris_answers
+from tests.support.raw_grpc import RawChannel
 
 READY = "/inference.GRPCInferenceService/ServerReady"
 INFER = "/inference.GRPCInferenceService/ModelInfer"

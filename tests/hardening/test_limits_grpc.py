@@ -15,8 +15,8 @@ import httpx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests.hardening.oip_process import OipServer, iris_answers, normal_requests, oip_serve
-from tests.servers import wait_for
+from tests.support.oip_process import OipServer, iris_answers, normal_requests, oip_serve
+from tests.support.servers import wait_for
 
 MiB = 1 << 20
 #: The largest message the server under test accepts, as it arrives and decompressed.

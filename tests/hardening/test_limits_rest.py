@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.hardening.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
-from tests.servers import wait_for
+from tests.support.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
+from tests.support.servers import wait_for
 
 MiB = 1 << 20
 #: The largest body the server under test accepts, after decompression.

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from handler.cli.lambda_context import LocalLambdaContext
-from tests.hardening.oip_process import OipServer, oip_serve
+from tests.support.oip_process import OipServer, oip_serve
 
 #: Server CPU one refusal may cost.
 BUDGET_S = 0.050

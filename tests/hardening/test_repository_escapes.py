@@ -22,9 +22,9 @@ from adapters.errors import InvalidInput
 from adapters.repository.object_uri import local_target
 from adapters.repository.s3 import download_repository
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import make_settings
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
+from tests.support import onnx_models
 
 SECRET = "top-secret-line-one\ntop-secret-line-two\n"
 LABELS = "setosa\nversicolor\nvirginica\n"

@@ -17,10 +17,10 @@ import boto3
 import httpx
 import pytest
 
-from tests import onnx_models
-from tests.hardening.oip_process import OipServer, normal_requests, oip_serve
 from tests.integration.conftest import AWS_TEST_ENV
-from tests.servers import LOOPBACK, HeldPort, http_ok, running
+from tests.support import onnx_models
+from tests.support.oip_process import OipServer, normal_requests, oip_serve
+from tests.support.servers import LOOPBACK, HeldPort, http_ok, running
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import servers
+from tests.support import servers
 
 AWS_TEST_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -20,7 +20,7 @@ AWS_TEST_ENV = {
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     """moto's standalone server (S3, SQS, ... over HTTP), shared by the session: name what a test creates there
-    with ``tests.servers.unique_name``. Fails the test if it cannot start."""
+    with ``tests.support.servers.unique_name``. Fails the test if it cannot start."""
     with servers.moto_server() as url:
         yield url
 
@@ -38,7 +38,7 @@ def aws_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture(scope="session")
 def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A real tritonserver on 127.0.0.1 (HTTP and gRPC); fails the test if it cannot start."""
-    from tests.integration.triton_server import TritonServer, build_repository
+    from tests.support.triton_server import TritonServer, build_repository
 
     workdir = tmp_path_factory.mktemp("triton")
     server = TritonServer(build_repository(workdir / "models"), workdir)
@@ -50,6 +50,6 @@ def triton(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 @pytest.fixture(scope="session")
 def x86_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """``sam build`` for x86_64 (the template's default): (function code, dependencies layer's python/)."""
-    from tests.integration.lambda_build import build
+    from tests.support.lambda_build import build
 
     return build(tmp_path_factory.mktemp("sam"), "x86_64")

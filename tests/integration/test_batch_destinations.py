@@ -16,7 +16,7 @@ import boto3
 import pytest
 
 from tests.integration.conftest import AWS_TEST_ENV
-from tests.servers import unique_name
+from tests.support.servers import unique_name
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.servers import Child, HeldPort, running
+from tests.support.servers import Child, HeldPort, running
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"

@@ -37,10 +37,10 @@ from handler.config.settings import Settings
 from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
-from tests import buggy_backend, onnx_models
 from tests.conftest import LiveServer
-from tests.integration.triton_server import TritonServer, build_repository
-from tests.servers import HeldPort
+from tests.support import buggy_backend, onnx_models
+from tests.support.servers import HeldPort
+from tests.support.triton_server import TritonServer, build_repository
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from adapters.onnx.backend import OnnxBackend
 from adapters.repository.repository import ModelRepository
 from adapters.types import InferCall, Tensor
 from scripts.tool_env import executable
-from tests.servers import LOOPBACK, HeldPort
+from tests.support.servers import LOOPBACK, HeldPort
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

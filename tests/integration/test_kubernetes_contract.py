@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from handler.cli import build_parser
-from tests.servers import HeldPort, environment, grpc_ready, http_ok, running
+from tests.support.servers import HeldPort, environment, grpc_ready, http_ok, running
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "infra" / "kubernetes"

@@ -19,8 +19,8 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from handler.protocol.statistics_counters import read_snapshot
-from tests.metrics_scrape import dashboard_expressions
-from tests.servers import LOOPBACK, HeldPort, OipServer, children, oip_serve, running
+from tests.support.metrics_scrape import dashboard_expressions
+from tests.support.servers import LOOPBACK, HeldPort, OipServer, children, oip_serve, running
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from tests.integration.conftest import AWS_TEST_ENV
-from tests.servers import unique_name
+from tests.support.servers import unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

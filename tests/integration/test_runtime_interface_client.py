@@ -23,7 +23,7 @@ import boto3
 import pytest
 
 from scripts.tool_env import executable
-from tests.servers import unique_name, wait_for
+from tests.support.servers import unique_name, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 API = "/2018-06-01/runtime"

@@ -12,7 +12,7 @@ from adapters.repository.object_uri import local_copy
 from adapters.repository.s3 import download_repository, parse_s3_uri
 from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.runtime.container import build_dataplane
-from tests.servers import unique_name
+from tests.support.servers import unique_name
 
 pytestmark = pytest.mark.integration
 

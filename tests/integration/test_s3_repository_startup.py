@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.integration.conftest import AWS_TEST_ENV
-from tests.servers import STARTUP_TIMEOUT, HeldPort, environment, serve_command, unique_name
+from tests.support.servers import STARTUP_TIMEOUT, HeldPort, environment, serve_command, unique_name
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

@@ -26,10 +26,10 @@ from onnx import TensorProto, helper
 from handler.codecs.s3_client import S3TensorClient
 from handler.inference.s3_tensors import s3_client
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import free_port, make_settings
 from tests.integration.conftest import AWS_TEST_ENV
-from tests.servers import grpc_ready, http_ok, moto_server, oip_serve, unique_name
+from tests.support import onnx_models
+from tests.support.servers import grpc_ready, http_ok, moto_server, oip_serve, unique_name
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from scripts.lambda_events import tool
-from tests.integration.lambda_build import build as _build
-from tests.integration.lambda_build import python312 as _python312
+from tests.support.lambda_build import build as _build
+from tests.support.lambda_build import python312 as _python312
 
 ROOT = Path(__file__).resolve().parents[2]
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024

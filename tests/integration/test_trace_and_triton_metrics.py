@@ -1,7 +1,7 @@
 """One trace from the client through this server into a real tritonserver, and Triton's metric names, types and
 labels beside ours.
 
-tritonserver 2.51 (tests/integration/triton_server.py) runs with its OpenTelemetry tracing on
+tritonserver 2.51 (tests/support/triton_server.py) runs with its OpenTelemetry tracing on
 (``--trace-config mode=opentelemetry``), exporting OTLP/HTTP JSON to a receiver in this test, and its metrics port
 open. Our spans go to the OpenTelemetry SDK's in-memory exporter; the trace id the client sent must be in both, and
 Triton's span must be a child of ours."""
@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from adapters.triton.settings import TritonSettings
 from handler.config.settings import DEMO_REPOSITORY, Settings
 from handler.server import build_app
-from tests.integration.triton_server import TritonServer, build_repository
-from tests.metrics_scrape import scrape
-from tests.servers import LOOPBACK, HeldPort, LiveServer, oip_serve, wait_for
-from tests.spans import in_memory_spans
+from tests.support.metrics_scrape import scrape
+from tests.support.servers import LOOPBACK, HeldPort, LiveServer, oip_serve, wait_for
+from tests.support.spans import in_memory_spans
+from tests.support.triton_server import TritonServer, build_repository
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from tests import servers
-from tests.integration.triton_server import TritonServer
+from tests.support import servers
+from tests.support.triton_server import TritonServer
 
 pytestmark = pytest.mark.integration
 

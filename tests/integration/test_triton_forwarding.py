@@ -19,8 +19,8 @@ from adapters.triton.settings import TritonSettings
 from handler.config.settings import DEMO_REPOSITORY
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
-from tests.integration.triton_server import TritonServer
-from tests.servers import LiveServer, wait_for
+from tests.support.servers import LiveServer, wait_for
+from tests.support.triton_server import TritonServer
 
 pytestmark = pytest.mark.integration
 ROWS = np.random.default_rng(0).random((3, 4)).astype(np.float32)
@@ -146,8 +146,8 @@ def test_proxy_mode_forwards_unknown_names(triton: TritonServer) -> None:
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_triton_down_gives_503_then_recovers(tmp_path: Path, protocol: str) -> None:
     """Kill Triton mid-run: clean 503s with Retry-After, model not ready, then recovery once it is back."""
-    from tests.integration.triton_server import TritonServer as Server
-    from tests.integration.triton_server import build_repository
+    from tests.support.triton_server import TritonServer as Server
+    from tests.support.triton_server import build_repository
 
     triton = Server(build_repository(tmp_path / "models"), tmp_path)
     triton.start()

@@ -24,8 +24,8 @@ from adapters.triton.settings import TritonSettings
 from handler.config.settings import DEMO_REPOSITORY
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
-from tests.integration.triton_server import TritonServer, build_repository
-from tests.servers import LiveServer, wait_for
+from tests.support.servers import LiveServer, wait_for
+from tests.support.triton_server import TritonServer, build_repository
 
 pytestmark = pytest.mark.integration
 ROUTES = "iris_gpu=iris, slow=slow_iris, simple, identity_bytes, pinned=iris:1"

@@ -10,8 +10,8 @@ import pytest
 from onnx import helper
 
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import LiveServer, make_settings
+from tests.support import onnx_models
 
 #: Columns of the mixed DataFrame model: name -> V2 datatype (each an identity to ``<name>_out``).
 MIXED_COLUMNS = {"i32": "INT32", "f64": "FP64", "flag": "BOOL", "text": "BYTES", "when": "BYTES", "u8": "UINT8"}

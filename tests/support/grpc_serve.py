@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.servers import live, oip_serve
+from tests.support.servers import live, oip_serve
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 and the answers the server gave to them, kept in tests/data/infer_answers.json so that work on the request path
 proves it changes no byte of any answer.
 
-    python -m tests.component.infer_corpus     # re-record, after a change to the answers that is meant
+    python -m tests.support.infer_corpus     # re-record, after a change to the answers that is meant
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from tests import servers
+from tests.support import servers
 
 IRIS_ROW = [6.7, 3.0, 5.2, 2.3]
 IRIS_REQUEST = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": IRIS_ROW}]}

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.onnx_models import OPSET
+from tests.support.onnx_models import OPSET
 
 
 def slow(size: int = 512, k: int = 600) -> onnx.ModelProto:

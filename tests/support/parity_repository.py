@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from tests import onnx_models
+from tests.support import onnx_models
 
 LABELS = [f"class_{i}" for i in range(10)]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-from tests import onnx_models
+from tests.support import onnx_models
 
 
 def _save(model: onnx.ModelProto, root: Path, name: str) -> None:

@@ -6,7 +6,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from tests.servers import children
+from tests.support.servers import children
 
 LISTENING = "0A"
 

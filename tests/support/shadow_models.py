@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.onnx_models import OPSET
+from tests.support.onnx_models import OPSET
 
 FEATURES, CLASSES = 4, 3
 #: Version 1's weights; the perturbed version adds noise of this scale, enough to move some rows' class.

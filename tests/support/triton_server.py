@@ -17,9 +17,9 @@ import httpx
 
 from handler.config.settings import DEMO_REPOSITORY
 from scripts.tool_env import site_packages
-from tests import onnx_models, servers
+from tests.support import onnx_models, servers
 
-MODEL_PY = Path(__file__).with_name("triton_models") / "onnx_model.py"
+MODEL_PY = Path(__file__).resolve().parents[1] / "integration" / "triton_models" / "onnx_model.py"
 
 
 def _tritonserver_home() -> Path:
@@ -83,7 +83,7 @@ output [ { name: "OUTPUT0", data_type: TYPE_STRING, dims: [ -1 ] } ]
 
 
 class TritonServer:
-    """Start, stop and restart tritonserver on loopback ports held for it (tests/servers.py) unless given."""
+    """Start, stop and restart tritonserver on loopback ports held for it (tests/support/servers.py) unless given."""
 
     def __init__(
         self,
@@ -129,7 +129,7 @@ class TritonServer:
         return f"127.0.0.1:{self.grpc_port}"
 
     def start(self) -> None:
-        """Start tritonserver and wait until both its services are ready (tests/servers.py's one timeout)."""
+        """Start tritonserver and wait until both its services are ready (tests/support/servers.py's one timeout)."""
         child = self.launch()
         try:
             child.wait_ready(

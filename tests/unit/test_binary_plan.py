@@ -27,7 +27,7 @@ from handler.codecs.request import (
     decode_infer_request,
     load_json_object,
 )
-from tests.component.infer_corpus import requests
+from tests.support.infer_corpus import requests
 
 LIMIT = 1 << 26
 

@@ -14,7 +14,7 @@ from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult, RequestedOutput, Tensor, TensorSpec
 from handler.codecs.request import decode_infer_request, decode_raw_request
 from handler.codecs.response import encode_infer_response
-from tests.samples import SAMPLES, TABLE_DATATYPES, as_bytes_array
+from tests.support.samples import SAMPLES, TABLE_DATATYPES, as_bytes_array
 
 LIMIT = 64 * 1024 * 1024
 

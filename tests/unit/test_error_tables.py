@@ -29,8 +29,8 @@ from adapters.errors import (
 from adapters.onnx.backend import LOAD_ERRORS, RUN_ERRORS, OnnxBackend, run_error
 from adapters.triton.client import GRPC_STATUS_ERRORS, HTTP_STATUS_ERRORS, TritonClient, error_table
 from adapters.triton.settings import TritonSettings
-from tests import onnx_models
 from tests.conftest import free_port
+from tests.support import onnx_models
 
 PROTOCOLS = ("http", "grpc")
 

@@ -24,7 +24,7 @@ from adapters.router import ModelRouter
 from adapters.triton.backend import TritonBackend
 from adapters.triton.passthrough import TritonPassthrough
 from adapters.triton.settings import TritonRoute, TritonSettings
-from tests.servers import LOOPBACK, moto_server, unique_name
+from tests.support.servers import LOOPBACK, moto_server, unique_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFERRED = ("adapters.triton", "adapters.onnx.batcher", "handler.observability.request_log")

@@ -10,7 +10,7 @@ from adapters.errors import ModelNotFound, ModelNotReady
 from adapters.onnx.backend import OnnxBackend
 from adapters.repository.model_config import parse_model_config
 from adapters.repository.repository import ModelRepository, select_versions
-from tests import onnx_models
+from tests.support import onnx_models
 
 
 def _repository(root: Path) -> ModelRepository:

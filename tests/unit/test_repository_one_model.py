@@ -12,7 +12,7 @@ import pytest
 from adapters.errors import ModelNotReady
 from adapters.onnx.backend import OnnxBackend
 from adapters.repository.repository import ModelRepository, model_file, one_model
-from tests import onnx_models
+from tests.support import onnx_models
 
 
 def _repository(root: Path, model_name: str | None = None) -> ModelRepository:

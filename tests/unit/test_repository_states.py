@@ -6,7 +6,7 @@ from pathlib import Path
 
 from adapters.onnx.backend import OnnxBackend
 from adapters.repository.repository import ModelRepository
-from tests import onnx_models
+from tests.support import onnx_models
 
 
 def _repository(root: Path) -> ModelRepository:

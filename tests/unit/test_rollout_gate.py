@@ -1,6 +1,6 @@
 """The pre-traffic hook's agreement gate (handler/rollout/gate.py): the Lambda and S3 clients are real boto3
 clients whose calls botocore's Stubber checks against the service models, answering with what the real app
-(Mangum over build_app) answers for each version of tests/shadow_models.py's classifier."""
+(Mangum over build_app) answers for each version of tests/support/shadow_models.py's classifier."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from handler.cli.lambda_context import LocalLambdaContext
 from handler.rollout import gate, hook
 from handler.server import build_app
 from tests.conftest import make_settings
-from tests.shadow_models import classifier_repository, rows
+from tests.support.shadow_models import classifier_repository, rows
 
 FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:oip-inference"
 TARGET = f"{FUNCTION}:8"

@@ -15,8 +15,8 @@ from mangum import Mangum
 from handler.cli.lambda_context import LocalLambdaContext
 from handler.rollout import hook
 from handler.server import build_app
-from tests import onnx_models
 from tests.conftest import make_settings
+from tests.support import onnx_models
 
 
 def real_lambda(event: dict[str, Any]) -> dict[str, Any]:

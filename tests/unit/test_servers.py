@@ -1,5 +1,5 @@
-"""tests/servers.py, the one way the tests start a server: held ports, readiness with the server's own last lines
-on failure, and a stop that leaves none of its processes behind."""
+"""tests/support/servers.py, the one way the tests start a server: held ports, readiness with the server's own last
+lines on failure, and a stop that leaves none of its processes behind."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import HeldPort, ServerFailed, children, launch, running, wait_for
+from tests.support.servers import HeldPort, ServerFailed, children, launch, running, wait_for
 
 PYTHON = sys.executable
 

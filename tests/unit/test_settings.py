@@ -21,7 +21,7 @@ from handler.config.lambda_settings import BatchSettings, LambdaSettings
 from handler.config.platform import Platform
 from handler.config.settings import VARIABLES, Settings
 from handler.config.variables import OFF, ON, Reader, SettingsError, declared
-from tests.docs.code_reference import environment_variables
+from tests.support.code_reference import environment_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_MODULE = "handler/config/settings.py"

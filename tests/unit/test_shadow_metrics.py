@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from adapters.types import Tensor
 from handler.observability.comparison import compare_outputs
 from handler.observability.shadow_metrics import ShadowCounters, ShadowMetrics
-from tests.metrics_scrape import parse
+from tests.support.metrics_scrape import parse
 
 KEY = ("clf", "1", "2")
 LABELS = dict(zip(("model", "version", "shadow_version"), KEY, strict=True))

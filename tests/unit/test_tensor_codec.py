@@ -16,7 +16,7 @@ from adapters.errors import InvalidInput, PayloadTooLarge
 from handler.codecs.binary_data import decode_binary_data, encode_binary_data
 from handler.codecs.json_data import decode_json_data, encode_json_data
 from handler.protocol.limits import check_allocation
-from tests.samples import SAMPLES, as_bytes_array
+from tests.support.samples import SAMPLES, as_bytes_array
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:

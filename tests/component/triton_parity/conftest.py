@@ -14,8 +14,8 @@ import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 
-from tests.component.triton_parity import repository
-from tests.servers import oip_serve
+from tests.support import parity_repository as repository
+from tests.support.servers import oip_serve
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from tests.component.triton_parity import repository
 from tests.component.triton_parity.conftest import Server
+from tests.support import parity_repository as repository
 
 IMAGES = np.random.default_rng(7).random((2, 3, 8, 8), dtype=np.float32)
 
