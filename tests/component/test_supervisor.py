@@ -127,7 +127,7 @@ def test_with_one_worker_a_stuck_event_loop_ends_the_process_with_70(tmp_path: P
     """No supervisor with one worker: a model run on the event loop (``OIP_INLINE_RUN_MS=inf``) for longer than
     ``--worker-timeout`` stops the loop's beats, and the watchdog thread ends the process with 70 and the threads'
     tracebacks, for systemd or Kubernetes to restart it."""
-    from tests import overload_models
+    from tests.support import overload_models
 
     repository = overload_models.repository(tmp_path / "slow", {"slow": overload_models.config("slow")})
     env = {**os.environ, "OIP_LOG_LEVEL": "info", "OIP_INLINE_RUN_MS": "inf"}
