@@ -7,14 +7,23 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from dataclasses import Field, replace
+from typing import Any, NoReturn
 
 from handler import __version__
 from handler.cli.errors import CliError
-from handler.config.settings import LOG_LEVELS, SettingsError
-from handler.config.variables import OFF, ON, Flag, either
-
-REPOSITORY_HELP = "directory or s3://bucket/prefix (env MODEL_REPOSITORY; default: the demo repository)"
+from handler.config.settings import CONNECTION_LIMITS, Settings, SettingsError
+from handler.config.variables import (
+    Choice,
+    Declaration,
+    Derived,
+    Flag,
+    Option,
+    Reader,
+    Text,
+    declared_options,
+    spelled,
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -46,35 +55,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
-
-
-def port_or_zero(text: str) -> int:
-    """An argparse type: a port number, or 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {value}")
-    return value
-
-
-def model_name(text: str) -> str:
-    """An argparse type: a model's name, as it appears in a URL path segment."""
-    if not text or text in (".", "..") or any(c in text for c in "/\\?#%") or not text.isprintable():
-        raise argparse.ArgumentTypeError(f"'{text}' cannot name a model (one URL path segment)")
-    return text
-
-
 def non_negative_float(text: str) -> float:
     """An argparse type: a number of at least 0."""
     try:
@@ -94,95 +74,96 @@ def rate(text: str) -> float:
     return value
 
 
-def switch(text: str) -> bool:
-    """An option's true or false, in the settings' one dialect (``true``/``false``, ``1``/``0``, ``yes``/``no``,
-    ``on``/``off``)."""
+def port_or_zero(text: str) -> int:
+    """An argparse type: a port number, or 0 (``--port``, which the platform may give instead)."""
     try:
-        return bool(Flag().parse("", text))
-    except SettingsError:
-        raise argparse.ArgumentTypeError(f"expected {either(ON)} or {either(OFF)}, not {text!r}") from None
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a number greater than 0."""
-    try:
-        value = float(text)
+        value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, not {value}")
     return value
 
 
-def add_connection_limits(serve: argparse.ArgumentParser) -> None:
-    """What one HTTP connection may hold (handler/cli/connections.py); unset options come from the environment."""
-    limits = serve.add_argument_group(
-        "connection limits",
-        "What one HTTP connection may hold, per worker. A head comes in one or two packets: its timeout is shorter "
-        "than nginx's 60 s client_header_timeout; the body's counts, as nginx's client_body_timeout does, between two "
-        "reads.",
-    )
-    limits.add_argument(
-        "--header-timeout",
-        type=positive_float,
-        help="seconds a client has to send a request's headers, from the connection or the request's first byte; "
-        "then 408 and the connection is closed; a gRPC connection has as long for HTTP/2's handshake "
-        "(env OIP_HEADER_TIMEOUT; default: 10)",
-    )
-    limits.add_argument(
-        "--body-timeout",
-        type=positive_float,
-        help="seconds a request body may pause between two reads before the connection is closed "
-        "(env OIP_BODY_TIMEOUT; default: 30)",
-    )
-    limits.add_argument(
-        "--keep-alive-timeout",
-        type=positive_int,
-        help="seconds an idle keep-alive connection stays open after an answer (env OIP_KEEP_ALIVE_TIMEOUT; "
-        "default: 5, uvicorn's)",
-    )
-    limits.add_argument(
-        "--max-connections",
-        type=positive_int,
-        help="open connections (or requests in progress) per worker beyond which new requests get 503 "
-        "(env OIP_MAX_CONNECTIONS; default: 1024)",
-    )
-    limits.add_argument(
-        "--max-inflight",
-        type=positive_int,
-        help="inference requests per worker in progress at once beyond which new ones get 503 with Retry-After "
-        "(env OIP_MAX_INFLIGHT; default: 64 per core plus twice the largest dynamic batch, with each model admitted "
-        "by its measured run time; set, it is the one cap unless OIP_ADMISSION_TARGET_MS is set too)",
-    )
-    limits.add_argument(
-        "--max-header-bytes",
-        type=positive_int,
-        help="largest request line and headers; larger get 431 (env OIP_MAX_HEADER_BYTES; default: 32768, as nginx's "
-        "4 x 8 KB)",
-    )
-    limits.add_argument(
-        "--max-headers",
-        type=positive_int,
-        help="most header fields in a request; more get 431 (env OIP_MAX_HEADERS; default: 100)",
-    )
+def reader_type(reader: Reader) -> Callable[[str], Any]:
+    """An argparse type that reads an option's text as ``reader`` reads its setting's variable: the same values
+    accepted, the same ``expected ...`` said for one that is not."""
+
+    def read(text: str) -> Any:
+        try:
+            return reader.parse("", text)
+        except SettingsError as exc:
+            raise argparse.ArgumentTypeError(f"expected {exc.expected}, not {text!r}") from None
+
+    read.__name__ = type(reader).__name__.lower()  # argparse names the type in some messages
+    return read
+
+
+def shown_default(value: object, option: Option, switch: bool) -> str:
+    """A setting's default as ``--help`` says it: the option's own words, else the field's value (a switch as
+    ``true``/``false``, or ``on``/``off`` for ``--x``/``--no-x``)."""
+    if option.default is not None:
+        return option.default if isinstance(option.default, str) else option.default()
+    if switch:
+        return ("on" if value else "off") if option.negatable else ("true" if value else "false")
+    return f"{value:g}" if isinstance(value, float) else spelled(value)
+
+
+def _plain(text: str) -> str:
+    """A declaration's text as ``--help`` shows it: no code marks, ``%`` kept from argparse's formatting."""
+    return text.replace("``", "").replace("%", "%%")
+
+
+def add_setting_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    each: Field[Any],
+    declaration: Declaration,
+    option: Option,
+) -> None:
+    """The option ``declaration`` gives: its spellings, its setting's field as ``dest``, its type or action from
+    the setting's reader, and its help from the setting's doc with the variable and default. Left out, it is None,
+    and ``Settings.from_env`` reads the variable instead (``setting_overrides``)."""
+    reader = declaration.reader
+    switch = isinstance(reader, Flag)
+    shown = shown_default(each.default, option, switch)
+    help_text = _plain(f"{declaration.doc} (env {declaration.variable}; default: {shown})")
+    kwargs: dict[str, Any] = {"dest": each.name, "help": help_text}
+    if switch and option.negatable:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif not isinstance(reader, Derived | Text):
+        kwargs["type"] = reader_type(reader)
+        if switch:
+            kwargs["metavar"] = "BOOL"
+        if isinstance(reader, Choice):
+            kwargs["choices"] = reader.choices
+    parser.add_argument(*option.flags, **kwargs)
+
+
+#: The argument groups of ``oip serve``'s setting options that have one, with what ``--help`` says of each.
+OPTION_GROUPS = {
+    CONNECTION_LIMITS: "What one HTTP connection may hold, per worker. A head comes in one or two packets: its timeout "
+    "is shorter than nginx's 60 s client_header_timeout; the body's counts, as nginx's client_body_timeout does, "
+    "between two reads.",
+}
+
+
+def add_setting_options(command: argparse.ArgumentParser) -> None:
+    """Every option a ``Settings`` field declares (handler/config/settings.py), each in its group."""
+    groups = {title: command.add_argument_group(title, text) for title, text in OPTION_GROUPS.items()}
+    for each, declaration, option in declared_options(Settings):
+        add_setting_option(groups[option.group] if option.group else command, each, declaration, option)
+
+
+def setting_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``Settings`` fields the options of ``args`` give, by field (None for an option left out, which
+    ``Settings.from_env`` leaves to the variable)."""
+    return {each.name: getattr(args, each.name, None) for each, _, _ in declared_options(Settings)}
 
 
 def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """``oip serve``; returns its parser so that options can be added beside these."""
+    """``oip serve``: its setting options, and where to listen (``--host``, ``--port``), which the platform's
+    variables may give instead (handler/config/platform.py); returns its parser so that options can be added."""
     serve = commands.add_parser("serve", help="serve a model repository over HTTP (and gRPC)")
-    # KServe's and Triton's spellings too, as their serving runtimes pass them (docs/kubernetes.md).
-    serve.add_argument(
-        "--model-repository", "--model_dir", "--model-store", dest="model_repository", help=REPOSITORY_HELP
-    )
-    serve.add_argument(
-        "--model_name",
-        "--model-name",
-        dest="model_name",
-        type=model_name,
-        help="serve a repository that is one model's own files (config.pbtxt, version directories or a model.onnx "
-        "at its top, as KServe's storage initializer leaves them in /mnt/models) as this model; a repository of model "
-        "directories keeps their names (env OIP_MODEL_NAME)",
-    )
     serve.add_argument(
         "--host",
         help="env OIP_HOST (default 127.0.0.1); 0.0.0.0 on Vertex AI and SageMaker, whose containers are reached "
@@ -196,84 +177,16 @@ def add_serve(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=port_or_zero,
         help="env OIP_PORT (default 8000); AIP_HTTP_PORT on Vertex AI, SAGEMAKER_BIND_TO_PORT (8080) on SageMaker",
     )
-    serve.add_argument(
-        "--max-body-bytes",
-        type=positive_int,
-        help="largest request body, after decompression, and largest gRPC message (env OIP_MAX_BODY_BYTES; default: "
-        "67108864, 64 MiB; 6 MiB on Lambda)",
-    )
-    add_connection_limits(serve)
-    # Options left out keep None: ``oip serve`` takes the environment's value then (handler/config/settings.py).
-    serve.add_argument(
-        "--grpc-port",
-        "--grpc_port",
-        dest="grpc_port",
-        type=port_or_zero,
-        help="also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc] "
-        "(env OIP_GRPC_PORT; default: 0)",
-    )
-    serve.add_argument(
-        "--metrics-port",
-        type=port_or_zero,
-        help="serve Prometheus metrics (/metrics) on this port, 0 for off (env OIP_METRICS_PORT; default: 8002, "
-        "Triton's)",
-    )
-    serve.add_argument(
-        "--metrics-host",
-        help="address the metrics endpoint listens on (env OIP_METRICS_HOST; default: the HTTP host)",
-    )
-    serve.add_argument("--log-level", choices=LOG_LEVELS, help="env OIP_LOG_LEVEL (default: info)")
-    serve.add_argument(
-        "--access-log",
-        action=argparse.BooleanOptionalAction,
-        help="log a line per request (env OIP_ACCESS_LOG; default: False; off unless asked, as in Triton, since "
-        "a line per request costs throughput)",
-    )
-    serve.add_argument(
-        "--workers",
-        type=positive_int,
-        help="worker processes sharing the ports, each with its own model sessions and statistics; use 1 for "
-        f"models too large to load twice (env OIP_WORKERS; default: the cores this process may use, {_cores()})",
-    )
-    serve.add_argument(
-        "--drain-timeout",
-        type=non_negative_float,
-        help="on SIGTERM, seconds that requests in flight may take to finish (env OIP_DRAIN_TIMEOUT; default: 30)",
-    )
-    serve.add_argument(
-        "--exit-on-error",
-        type=switch,
-        metavar="BOOL",
-        help="stop when a model fails to load at start-up (Triton's option); false serves the other models and that "
-        "one as unavailable (env OIP_EXIT_ON_ERROR; default: true)",
-    )
-    serve.add_argument(
-        "--worker-timeout",
-        type=non_negative_float,
-        help="seconds a serving worker's event loop may stay silent before it is aborted and replaced (with one "
-        "worker: the process exits with code 70), 0 for never (env OIP_WORKER_TIMEOUT; default: 60)",
-    )
-    serve.add_argument(
-        "--max-requests",
-        type=non_negative_int,
-        help="HTTP requests after which a worker is replaced (its replacement starts first), 0 for never; needs "
-        "--workers 2 or more (env OIP_MAX_REQUESTS; default: 0)",
-    )
-    serve.add_argument(
-        "--max-requests-jitter",
-        type=non_negative_int,
-        help="up to this many requests more, drawn for each worker, so that workers are not replaced all at once "
-        "(env OIP_MAX_REQUESTS_JITTER; default: 0)",
-    )
+    add_setting_options(serve)
     serve.set_defaults(run=_lazy("serve"))
     return serve
 
 
-def _cores() -> int:
-    """The cores this process may use (``--workers``' default)."""
-    from handler.config.cores import available_cores
-
-    return available_cores()
+def add_repository(command: argparse.ArgumentParser) -> None:
+    """``--model-repository``, in one spelling: ``MODEL_REPOSITORY``'s option for a command other than ``serve``."""
+    for each, declaration, option in declared_options(Settings):
+        if each.name == "model_repository":
+            add_setting_option(command, each, declaration, replace(option, flags=option.flags[:1]))
 
 
 def add_invoke(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -284,7 +197,7 @@ def add_invoke(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Prints the Lambda response alone on stdout; logs and metrics go to stderr.",
     )
     invoke.add_argument("event", help="event JSON file, e.g. events/http-api/infer-json.json")
-    invoke.add_argument("--model-repository", help=REPOSITORY_HELP)
+    add_repository(invoke)
     invoke.set_defaults(run=_lazy("invoke"))
     return invoke
 
@@ -316,7 +229,7 @@ def add_batch(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     batch.add_argument(
         "--resume", action="store_true", help="continue an interrupted run from its manifest instead of starting over"
     )
-    batch.add_argument("--model-repository", help=REPOSITORY_HELP)
+    add_repository(batch)
     batch.add_argument("--quiet", action="store_true", help="no progress bar")
     add_comparison(batch)
     batch.set_defaults(run=_lazy("batch"))
@@ -345,7 +258,7 @@ def add_redrive(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
         "once its file is done. Files already predicted (same input ETag) are not predicted twice.",
     )
     redrive.add_argument("queue_url", metavar="QUEUE_URL", help="the on-failure queue's URL")
-    redrive.add_argument("--model-repository", help=REPOSITORY_HELP)
+    add_repository(redrive)
     redrive.add_argument(
         "--max-records", type=positive_int, default=1000, help="stop after this many records (default: %(default)s)"
     )

@@ -27,16 +27,6 @@ from handler.runtime.startup import STARTUP_FAILURE, StartupFailure, check_repos
 if TYPE_CHECKING:
     from uvicorn import Config
 
-#: ``oip serve``'s connection options (handler/cli/__init__.py), ``Settings`` fields, and their variables.
-CONNECTION_OPTIONS = {
-    "header_timeout": "OIP_HEADER_TIMEOUT",
-    "body_timeout": "OIP_BODY_TIMEOUT",
-    "keep_alive_timeout": "OIP_KEEP_ALIVE_TIMEOUT",
-    "max_connections": "OIP_MAX_CONNECTIONS",
-    "max_header_bytes": "OIP_MAX_HEADER_BYTES",
-    "max_headers": "OIP_MAX_HEADERS",
-    "max_inflight": "OIP_MAX_INFLIGHT",
-}
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
 METRICS_HINT = "--metrics-port 0 turns metrics off, --metrics-port PORT moves them"
 GRPC_PORT_HINT = "--grpc-port 0 turns gRPC off, --grpc-port PORT or OIP_GRPC_PORT moves it"
@@ -62,28 +52,13 @@ def serve(args: argparse.Namespace) -> int:
     """Run ``oip serve`` until interrupted; 0 on a clean stop (SIGTERM drains requests in flight first)."""
     from dataclasses import replace
 
+    from handler.cli import setting_overrides
     from handler.config.cores import available_cores
     from handler.config.settings import Settings, export_to_workers
 
     # Options over the environment's variables; with neither, the platform's environment decides where to listen and
     # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
-    settings = Settings.from_env(
-        model_repository=args.model_repository,
-        model_name=getattr(args, "model_name", None),
-        max_body_bytes=args.max_body_bytes,
-        grpc_port=args.grpc_port,
-        workers=args.workers,
-        drain_timeout=args.drain_timeout,
-        worker_timeout=getattr(args, "worker_timeout", None),
-        exit_on_error=getattr(args, "exit_on_error", None),
-        max_requests=getattr(args, "max_requests", None),
-        max_requests_jitter=getattr(args, "max_requests_jitter", None),
-        log_level=args.log_level,
-        access_log=args.access_log,
-        metrics_port=getattr(args, "metrics_port", None),
-        metrics_host=getattr(args, "metrics_host", None),
-        **{option: getattr(args, option, None) for option in CONNECTION_OPTIONS},
-    )
+    settings = Settings.from_env(**setting_overrides(args))
     args.host, args.port = settings.platform.address(args.host, args.port)
     args.workers = settings.workers or available_cores()
     try:  # the mistakes found without reading the repository, said here once rather than by every worker

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from handler.config.cores import available_cores
 from handler.config.platform import Platform, read_platform
 from handler.config.setting_lists import checked_default_versions, parse_s3_prefixes
 from handler.config.triton_settings import opentelemetry_on, read_triton
@@ -35,7 +36,9 @@ from handler.config.variables import (
     Derived,
     Flag,
     Integer,
+    Name,
     Number,
+    Option,
     Parsed,
     Text,
     declared,
@@ -70,6 +73,8 @@ DEMO_REPOSITORY = Path(__file__).resolve().parents[2] / "models"
 
 #: uvicorn's log levels.
 LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
+#: The ``--help`` group of ``oip serve``'s options for what one HTTP connection may hold.
+CONNECTION_LIMITS = "connection limits"
 #: Server-side encryption of tensors written by reference.
 S3_TENSOR_SSE: tuple[str, ...] = ("aes256", "aws:kms")
 
@@ -100,15 +105,19 @@ class Settings:
         "MODEL_REPOSITORY",
         str(DEMO_REPOSITORY),
         Derived(_model_repository),
-        "a local directory, ``s3://bucket/prefix`` or ``gs://bucket/prefix``; when unset, the platform's own location "
-        "(handler/config/platform.py), else OIP_DEFAULT_REPOSITORY (what a container image ships), else the demo "
-        "repository",
+        "the model repository: a local directory, ``s3://bucket/prefix`` or ``gs://bucket/prefix``",
+        option=Option(
+            ("--model-repository", "--model_dir", "--model-store"),  # KServe's and Triton's spellings too
+            default="the platform's own location (handler/config/platform.py), else OIP_DEFAULT_REPOSITORY (what a "
+            "container image ships), else the demo repository",
+        ),
     )
     max_body_bytes: int = setting(
         "OIP_MAX_BODY_BYTES",
         SERVE_MAX_BODY_BYTES,
         POSITIVE,
-        "largest request body accepted, after decompression, and largest gRPC message (``for_lambda``: Lambda's 6 MB)",
+        "largest request body accepted, after decompression, and largest gRPC message",
+        option=Option(("--max-body-bytes",), default="67108864, 64 MiB; 6 MiB on Lambda"),
     )
     max_request_bytes: int = setting(
         "OIP_MAX_REQUEST_BYTES",
@@ -143,10 +152,11 @@ class Settings:
     model_name: str | None = setting(
         "OIP_MODEL_NAME",
         None,
-        TEXT,
-        "the name a repository that is one model's own files (config.pbtxt, version directories or a model file at its "
-        "top, as KServe's storage initializer leaves them) is served under: ``oip serve --model_name``, as KServe "
-        "passes it; None: the repository's directories are its models",
+        Name(),
+        "serve a repository that is one model's own files (config.pbtxt, version directories or a model file at its "
+        "top, as KServe's storage initializer leaves them in /mnt/models) as this model, as KServe passes it; a "
+        "repository of model directories keeps their names",
+        option=Option(("--model_name", "--model-name"), default="none"),
     )
     max_request_tensors: int = setting(
         "OIP_MAX_REQUEST_TENSORS",
@@ -161,29 +171,43 @@ class Settings:
         32 * 1024,
         POSITIVE,
         "largest request head (request line and headers); larger ones get 431",
+        option=Option(("--max-header-bytes",), group=CONNECTION_LIMITS),
     )
-    max_headers: int = setting("OIP_MAX_HEADERS", 100, POSITIVE, "most header fields in a request; more get 431")
+    max_headers: int = setting(
+        "OIP_MAX_HEADERS",
+        100,
+        POSITIVE,
+        "most header fields in a request; more get 431",
+        option=Option(("--max-headers",), group=CONNECTION_LIMITS),
+    )
     header_timeout: float = setting(
         "OIP_HEADER_TIMEOUT",
         10.0,
         POSITIVE_SECONDS,
         "seconds a client has to send a request's whole head, from the connection or the request's first byte: 408 "
         "and the connection closed after that (a gRPC connection: its HTTP/2 handshake)",
+        option=Option(("--header-timeout",), group=CONNECTION_LIMITS),
     )
     body_timeout: float = setting(
         "OIP_BODY_TIMEOUT",
         30.0,
         POSITIVE_SECONDS,
         "seconds a request body may pause between two reads before the connection is closed",
+        option=Option(("--body-timeout",), group=CONNECTION_LIMITS),
     )
     keep_alive_timeout: int = setting(
-        "OIP_KEEP_ALIVE_TIMEOUT", 5, POSITIVE, "seconds an idle keep-alive connection stays open after an answer"
+        "OIP_KEEP_ALIVE_TIMEOUT",
+        5,
+        POSITIVE,
+        "seconds an idle keep-alive connection stays open after an answer",
+        option=Option(("--keep-alive-timeout",), default="5, uvicorn's", group=CONNECTION_LIMITS),
     )
     max_connections: int = setting(
         "OIP_MAX_CONNECTIONS",
         1024,
         POSITIVE,
         "open connections (or requests in progress) per worker before new requests get 503",
+        option=Option(("--max-connections",), group=CONNECTION_LIMITS),
     )
     # Running models (adapters/onnx/backend.py's SessionSettings, adapters/repository/object_uri.py).
     ort_intra_op_threads: int = setting(
@@ -223,7 +247,11 @@ class Settings:
         passed_on=False,
     )
     grpc_port: int = setting(
-        "OIP_GRPC_PORT", 0, Integer(maximum=65535), "also serve the V2 gRPC API on this port; 0 for off"
+        "OIP_GRPC_PORT",
+        0,
+        Integer(maximum=65535),
+        "also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc]",
+        option=Option(("--grpc-port", "--grpc_port")),
     )
     grpc_address: str | None = setting(
         GRPC_ADDRESS_ENV, None, TEXT, "``host:port`` of the gRPC server each worker starts (``oip serve`` sets it)"
@@ -238,33 +266,59 @@ class Settings:
         STATS_DIR_ENV, None, TEXT, "the directory through which the workers share statistics (``oip serve`` sets it)"
     )
     workers: int | None = setting(
-        "OIP_WORKERS", None, POSITIVE, "worker processes; None: the cores this process may use"
+        "OIP_WORKERS",
+        None,
+        POSITIVE,
+        "worker processes sharing the ports, each with its own model sessions and statistics; 1 for models too large "
+        "to load twice",
+        option=Option(("--workers",), default=lambda: f"the cores this process may use, {available_cores()}"),
     )
     drain_timeout: float = setting(
-        "OIP_DRAIN_TIMEOUT", 30.0, SECONDS, "seconds requests in flight may take to finish after SIGTERM"
+        "OIP_DRAIN_TIMEOUT",
+        30.0,
+        SECONDS,
+        "seconds requests in flight may take to finish after SIGTERM",
+        option="--drain-timeout",
     )
     exit_on_error: bool = setting(
         "OIP_EXIT_ON_ERROR",
         True,
         FLAG,
-        "oip serve: stop when a model fails to load at start-up, as Triton's --exit-on-error; off serves the other "
-        "models and that one as unavailable",
+        "stop when a model fails to load at start-up, as Triton's --exit-on-error; false serves the other models and "
+        "that one as unavailable",
+        option="--exit-on-error",
     )
     worker_timeout: float = setting(
         "OIP_WORKER_TIMEOUT",
         60.0,
         SECONDS,
-        "seconds a serving worker's event loop may stay silent before it is replaced (with one worker: the process "
-        "exits); 0: never",
+        "seconds a serving worker's event loop may stay silent before it is aborted and replaced (with one worker: "
+        "the process exits with code 70); 0: never",
+        option="--worker-timeout",
     )
     max_requests: int = setting(
-        "OIP_MAX_REQUESTS", 0, COUNT, "HTTP requests after which a worker is replaced; 0: never"
+        "OIP_MAX_REQUESTS",
+        0,
+        COUNT,
+        "HTTP requests after which a worker is replaced (its replacement starts first); 0: never; needs --workers 2 "
+        "or more",
+        option="--max-requests",
     )
     max_requests_jitter: int = setting(
-        "OIP_MAX_REQUESTS_JITTER", 0, COUNT, "up to this many more requests, drawn for each worker"
+        "OIP_MAX_REQUESTS_JITTER",
+        0,
+        COUNT,
+        "up to this many more requests, drawn for each worker, so that workers are not replaced all at once",
+        option="--max-requests-jitter",
     )
-    log_level: str = setting("OIP_LOG_LEVEL", "info", Choice(LOG_LEVELS), "uvicorn's log level")
-    access_log: bool = setting("OIP_ACCESS_LOG", False, FLAG, "a log line per request")
+    log_level: str = setting("OIP_LOG_LEVEL", "info", Choice(LOG_LEVELS), "uvicorn's log level", option="--log-level")
+    access_log: bool = setting(
+        "OIP_ACCESS_LOG",
+        False,
+        FLAG,
+        "a log line per request; off unless asked, as in Triton, since a line per request costs throughput",
+        option=Option(("--access-log",), negatable=True),
+    )
     malloc_keep_mb: int = setting(
         "OIP_MALLOC_KEEP_MB",
         64,
@@ -283,9 +337,14 @@ class Settings:
         8002,
         Integer(maximum=65535),
         "port of ``oip serve``'s Prometheus metrics endpoint (``/metrics``), Triton's 8002 by default; 0: off",
+        option="--metrics-port",
     )
     metrics_host: str | None = setting(
-        "OIP_METRICS_HOST", None, TEXT, "address the metrics endpoint listens on; None: ``oip serve``'s HTTP host"
+        "OIP_METRICS_HOST",
+        None,
+        TEXT,
+        "address the metrics endpoint listens on",
+        option=Option(("--metrics-host",), default="the HTTP host (--host)"),
     )
     # What version resources report (handler/protocol/version_catalog.py) and the request log.
     autoscaling_min_nodes: int | None = setting(
@@ -306,7 +365,13 @@ class Settings:
         None,
         POSITIVE,
         "inference requests one worker (or Lambda environment) works on at once; more are answered 503 with "
-        "Retry-After at once. None: 64 per core plus twice the largest dynamic batch (``default_inflight``)",
+        "Retry-After at once; set, it is the one cap unless OIP_ADMISSION_TARGET_MS is set too",
+        option=Option(
+            ("--max-inflight",),
+            default="64 per core plus twice the largest dynamic batch, with each model "
+            "admitted by its measured run time",
+            group=CONNECTION_LIMITS,
+        ),
     )
     admission_target_ms: int | None = setting(
         "OIP_ADMISSION_TARGET_MS",

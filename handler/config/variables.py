@@ -1,7 +1,7 @@
 """How one environment variable is read: the readers (one boolean dialect, typed numbers, choices), the one-line
 ``SettingsError`` for a value a variable does not accept, and ``setting``, the one declaration of a settings field
-(its variable, its reader, its default and what it means) from which reading, writing for a child process and the
-configuration reference's check all come.
+(its variable, its reader, its default, what it means and the ``oip serve`` option that also gives it) from which
+reading, the ``oip`` options, writing for a child process and the configuration reference's check all come.
 
 Switches accept ``1``, ``true``, ``yes`` or ``on`` and ``0``, ``false``, ``no`` or ``off``, in any case. An empty
 value is the default, as an unset one (a template may pass ``""`` for a parameter left empty).
@@ -25,6 +25,7 @@ class SettingsError(ValueError):
     def __init__(self, name: str, value: str, expected: str) -> None:
         super().__init__(f"{name}={value!r}: expected {expected}")
         self.name = name
+        self.expected = expected
 
 
 def either(words: Sequence[str]) -> str:
@@ -130,9 +131,12 @@ class Choice(Reader):
 
 @dataclass(frozen=True)
 class Parsed(Reader):
-    """The text, unset or empty as ``""``, given to ``parse(text, variable)``: a list or map the field holds."""
+    """The text, unset or empty as ``""``, given to ``convert(text, variable)``: a list or map the field holds."""
 
     convert: Callable[[str, str], Any]
+
+    def parse(self, variable: str, value: str) -> Any:
+        return self.convert(value, variable)
 
     def read_variable(self, env: Mapping[str, str], variable: str, default: Any) -> Any:
         return self.convert(raw(env, variable) or "", variable)
@@ -149,14 +153,40 @@ class Derived(Reader):
 
 
 @dataclass(frozen=True)
+class Name(Reader):
+    """A model's name, as it appears in one URL path segment."""
+
+    def parse(self, variable: str, value: str) -> str:
+        if not value or value in (".", "..") or any(c in value for c in "/\\?#%") or not value.isprintable():
+            raise SettingsError(variable, value, "a model name (one URL path segment)")
+        return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """The ``oip serve`` option that gives a setting over its variable (handler/cli builds it from this): its
+    spellings (the first names it), ``negatable`` for a switch given as ``--x``/``--no-x`` rather than ``--x BOOL``,
+    ``default`` as ``--help`` shows it where the field's own default is not what a user sees (None, or a value that
+    depends on where the server runs; a function when it is found where ``oip`` runs), and the argument ``group``
+    ``--help`` lists it under (None: the command's options)."""
+
+    flags: tuple[str, ...]
+    default: str | Callable[[], str] | None = None
+    negatable: bool = False
+    group: str | None = None
+
+
+@dataclass(frozen=True)
 class Declaration:
-    """A settings field's one declaration: the variable it is read from, how it is read, what it means, and whether
-    ``to_env`` writes it for a child process (not a value read from several variables, which the child inherits)."""
+    """A settings field's one declaration: the variable it is read from, how it is read, what it means, whether
+    ``to_env`` writes it for a child process (not a value read from several variables, which the child inherits),
+    and the ``oip serve`` option that also gives it (None: only its variable)."""
 
     variable: str
     reader: Reader
     doc: str
     passed_on: bool = True
+    option: Option | None = None
 
 
 def setting(
@@ -167,9 +197,12 @@ def setting(
     *,
     factory: Callable[[], Any] | None = None,
     passed_on: bool = True,
+    option: Option | str | None = None,
 ) -> Any:
-    """A dataclass field declared with its variable, reader and meaning."""
-    metadata = {"setting": Declaration(variable, reader, doc, passed_on)}
+    """A dataclass field declared with its variable, reader and meaning, and its ``oip serve`` option (a string: the
+    option's one spelling)."""
+    given = Option((option,)) if isinstance(option, str) else option
+    metadata = {"setting": Declaration(variable, reader, doc, passed_on, given)}
     if factory is not None:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -179,6 +212,13 @@ def declared(cls: type) -> Iterator[tuple[Field[Any], Declaration]]:
     """The fields of a settings dataclass with their declarations."""
     for each in fields(cls):
         yield each, each.metadata["setting"]
+
+
+def declared_options(cls: type) -> Iterator[tuple[Field[Any], Declaration, Option]]:
+    """The fields of a settings dataclass that an ``oip serve`` option also gives, with their declarations."""
+    for each, declaration in declared(cls):
+        if declaration.option is not None:
+            yield each, declaration, declaration.option
 
 
 def read_declared(cls: type, env: Mapping[str, str]) -> dict[str, Any]:

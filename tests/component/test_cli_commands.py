@@ -49,7 +49,7 @@ def test_help_texts_show_the_defaults() -> None:
     text = " ".join(serve.split())
     for option, default in [("OIP_HOST", "127.0.0.1"), ("OIP_PORT", "8000"), ("OIP_GRPC_PORT", "0")]:
         assert re.search(rf"env {option}.{{0,40}}default:? {re.escape(default)}\b", text), (option, text)
-    assert "(default: info)" in text and "(env OIP_ACCESS_LOG; default: False;" in text
+    assert "(env OIP_LOG_LEVEL; default: info)" in text and "(env OIP_ACCESS_LOG; default: off)" in text
     batch = " ".join(oip("batch", "--help").stdout.split())
     assert "(default: 256)" in batch and "INPUT.predictions.jsonl" in batch and "env OIP_BATCH_MODEL" in batch
 
