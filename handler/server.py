@@ -11,7 +11,6 @@ event loop (uvloop where installed); gRPC binds with SO_REUSEPORT, so the worker
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 import os
@@ -100,7 +99,7 @@ def build_app(
     dataplane = build_dataplane(settings)
     telemetry = telemetry or worker_telemetry(settings, dataplane)
     service = InferenceService(dataplane, settings, telemetry)  # the worker's one, REST's and gRPC's
-    app = create_serving_app(dataplane, settings, telemetry, _watching_the_loop(service, lifespan), service)
+    app = create_serving_app(dataplane, settings, telemetry, lifespan, service)
     app.state.telemetry = telemetry  # the gRPC server's too (_grpc_lifespan)
     return app
 
@@ -166,29 +165,6 @@ def log_what_runs(app: Starlette, settings: Settings) -> None:
     options = settings.platform.repository_options()
     for level, line in what_runs(settings, processes, inflight, rows, routed, options):
         logger.log(level, line)
-
-
-def _watching_the_loop(service: InferenceService, lifespan: Lifespan[Starlette] | None) -> Lifespan[Starlette]:
-    """``lifespan`` (or none) with the event loop's lag watched while the app serves, when the models have adaptive
-    gates (handler/inference/loop_lag.py)."""
-
-    @asynccontextmanager
-    async def watched(app: Starlette) -> AsyncIterator[None]:
-        admission = service.admission
-        probe = asyncio.ensure_future(admission.loop_lag.watch()) if admission.gated else None
-        try:
-            if lifespan is None:
-                yield
-            else:
-                async with lifespan(app):
-                    yield
-        finally:
-            if probe is not None:
-                probe.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await probe
-
-    return watched
 
 
 def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:

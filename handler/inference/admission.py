@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from adapters.deadline import Deadline, DeadlineExceeded
 from adapters.errors import ErrorCode, V2Error
-from handler.inference.loop_lag import INTERVAL_S, TARGET_S, LoopLag
 
 if TYPE_CHECKING:
     from handler.config.settings import Settings
@@ -250,10 +249,9 @@ class Ticket:
 
 
 class Admission:
-    """Counts the inference requests in flight in this process (at most ``limit``) and in each model's gate, and
-    refuses the share the event loop's lag asks for (``loop_lag.py``; only while its probe runs)."""
+    """Counts the inference requests in flight in this process (at most ``limit``) and in each model's gate."""
 
-    __slots__ = ("gate_of", "inflight", "limit", "loop_lag", "refused")
+    __slots__ = ("gate_of", "inflight", "limit", "refused")
 
     def __init__(self, limit: int, gate_of: GateOf | None = None) -> None:
         self.limit = limit
@@ -261,8 +259,6 @@ class Admission:
         #: Requests refused by the worker's bound since the process started (a gate counts its own).
         self.refused = 0
         self.gate_of: GateOf = gate_of if gate_of is not None else _no_gate
-        #: The event loop's lag; its probe (``LoopLag.watch``) runs where a server started it, with the gates.
-        self.loop_lag = LoopLag()
 
     def enter(self, name: str = "", deadline: Deadline | None = None) -> Ticket:
         """Admit one request to model ``name`` (its ``Ticket``), or refuse it: Overloaded over the worker's bound
@@ -276,23 +272,10 @@ class Admission:
                 f"OIP_MAX_INFLIGHT); retry after {_retry_after(drain)} s",
                 retry_after=_retry_after(drain),
             )
-        if not self.loop_lag.admits():
-            lag = self.loop_lag.lag_s
-            raise Overloaded(
-                f"the server runs {lag * 1000:.0f} ms behind its requests (over {TARGET_S * 1000:.0f} ms for "
-                f"{INTERVAL_S * 1000:.0f} ms) and admits a share of them until it keeps up; retry after "
-                f"{_retry_after(lag)} s",
-                retry_after=_retry_after(lag),
-            )
         if gate is not None:
             gate.admits(deadline)
         self.inflight += 1
         return Ticket(self, gate)
-
-    @property
-    def gated(self) -> bool:
-        """Whether the models have adaptive gates (and the loop's lag is watched where a server runs)."""
-        return self.gate_of is not _no_gate
 
     def leave(self) -> None:
         """Count out a request admitted with no model named (``enter()``); a ``Ticket`` counts out its own."""
