@@ -20,6 +20,7 @@ from handler.batch.job import BatchJob, BatchSummary
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
+from handler.batch.s3_compare import candidate_of, compare_object
 from handler.config.lambda_settings import LambdaSettings
 from handler.inference.service import InferenceService
 from handler.runtime.loop import run
@@ -49,10 +50,18 @@ def output_keys(key: str, config: BatchConfig) -> tuple[str, str]:
     return f"{base}.predictions.jsonl", f"{base}.manifest.json"
 
 
-def process_object(bucket: str, key: str, config: BatchConfig, service: InferenceService) -> dict[str, Any]:
-    """Predict one S3 object into predictions + manifest; returns the manifest. Idempotent per input ETag."""
+def process_object(
+    bucket: str, key: str, config: BatchConfig, service: InferenceService, compare_version: str | None = None
+) -> dict[str, Any]:
+    """Predict one S3 object into predictions + manifest; returns the manifest. Idempotent per input ETag. With a
+    candidate version (``compare_version``, or the object's ``compare-version`` metadata) the object is compared
+    instead (``s3_compare.py``)."""
     s3 = aws_client("s3")
     head = s3.head_object(Bucket=bucket, Key=key)
+    candidate = candidate_of(head.get("Metadata", {}), compare_version)
+    if candidate is not None:
+        model, version = _model_for(key, head.get("Metadata", {}), config)
+        return compare_object(bucket, key, head, model, version, candidate, config, service)
     etag = head["ETag"]
     predictions_key, manifest_key = output_keys(key, config)
     if object_exists(bucket, manifest_key):
@@ -115,8 +124,10 @@ def handle_item_batch(event: dict[str, Any], config: BatchConfig, service: Infer
         bucket = item.get("Bucket") or batch_input.get("bucket")
         key = item["Key"]
         try:
-            manifest = process_object(bucket, key, config, service)
+            manifest = process_object(bucket, key, config, service, batch_input.get("compare_version"))
             done.append({"key": key, "rows": manifest["rows_in"], "errors": manifest["errors"]})
+            if "agreement" in manifest:  # compared: the report's agreement and where it is
+                done[-1] |= {"agreement": manifest["agreement"], "report": manifest["report"]}
         except Exception as exc:  # one object's failure must not hide the others' results
             logger.exception("item failed", extra={"key": key})
             failed.append({"key": key, "error": str(exc)})
