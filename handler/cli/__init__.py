@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 
 from handler import __version__
 from handler.cli.errors import CliError
-from handler.config.settings import CONNECTION_LIMITS, Settings, SettingsError
+from handler.config.serve_settings import CONNECTION_LIMITS
+from handler.config.settings import Settings, SettingsError
 from handler.config.variables import (
     Choice,
     Declaration,

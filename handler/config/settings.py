@@ -1,10 +1,12 @@
 """Everything the product reads from its environment, read here and nowhere else, typed.
 
 One dataclass per program: ``Settings`` for every server process (the Lambda HTTP function, ``oip serve`` and its
-workers, ``oip batch``), ``LambdaSettings`` for what only the Lambda entry points read, ``BatchSettings`` for the
-batch function's destinations. Each field is declared once, with ``setting`` (handler/config/variables.py): its
-variable, its reader, its default and what it means; ``from_env``, ``VARIABLES``, ``to_env`` and the configuration
-reference's check all come from those declarations. The modules that use a value receive it (as a field, or as a
+workers, ``oip batch``; the fields only ``oip serve``'s processes read are ``ServeSettings``', in
+handler/config/serve_settings.py), ``LambdaSettings`` for what only the Lambda entry points read, ``BatchSettings`` for
+the batch function's destinations. Each field is declared once, with ``setting`` (handler/config/variables.py): its
+variable, its reader, its default, what it means and its ``oip serve`` option if it has one; ``from_env``,
+``VARIABLES``, ``to_env``, ``oip serve``'s options (handler/cli/) and the configuration reference's check all come
+from those declarations. The modules that use a value receive it (as a field, or as a
 constructor parameter from handler/runtime/container.py for the adapters); none of them reads the environment, and
 nothing writes to it to pass a value on, but ``export_to_workers`` for the worker processes ``oip serve`` starts.
 (The rollout hooks, handler/rollout/hook.py, are a Lambda package of their own, with only the standard library: they
@@ -25,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from handler.config.cores import available_cores
-from handler.config.platform import Platform, read_platform
+from handler.config.platform import read_platform
+from handler.config.serve_settings import CONNECTION_LIMITS, FLAG, POSITIVE, SECONDS, TEXT, ServeSettings
 from handler.config.setting_lists import checked_default_versions, parse_s3_prefixes
 from handler.config.triton_settings import opentelemetry_on, read_triton
 from handler.config.variables import OFF as OFF
@@ -34,7 +36,6 @@ from handler.config.variables import ON as ON
 from handler.config.variables import (
     Choice,
     Derived,
-    Flag,
     Integer,
     Name,
     Number,
@@ -52,13 +53,6 @@ from handler.config.variables import SettingsError as SettingsError
 if TYPE_CHECKING:
     from adapters.triton.settings import TritonSettings
 
-#: ``host:port`` for the V2 gRPC API beside HTTP in each ``oip serve`` worker (set by ``oip serve --grpc-port``).
-GRPC_ADDRESS_ENV = "OIP_GRPC_ADDRESS"
-#: Where the HTTP socket of ``oip serve`` listens, for its workers' start-up log.
-HTTP_ADDRESS_ENV = "OIP_HTTP_ADDRESS"
-#: The directory through which the workers of one ``oip serve`` share their statistics counters.
-STATS_DIR_ENV = "OIP_STATS_DIR"
-
 #: Lambda's synchronous invocation payload limit (6 MB).
 LAMBDA_SYNC_PAYLOAD_BYTES = 6 * 1024 * 1024
 #: The largest request body (and gRPC message) of every other server process (``oip serve``, ``oip batch``).
@@ -71,10 +65,6 @@ MAX_REQUEST_TENSORS = 1024
 #: The demo repository shipped beside the packages (``models/``).
 DEMO_REPOSITORY = Path(__file__).resolve().parents[2] / "models"
 
-#: uvicorn's log levels.
-LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
-#: The ``--help`` group of ``oip serve``'s options for what one HTTP connection may hold.
-CONNECTION_LIMITS = "connection limits"
 #: Server-side encryption of tensors written by reference.
 S3_TENSOR_SSE: tuple[str, ...] = ("aes256", "aws:kms")
 
@@ -88,17 +78,13 @@ def _model_repository(env: Mapping[str, str]) -> str:
     )
 
 
-TEXT = Text()
-FLAG = Flag()
 COUNT = Integer()
-POSITIVE = Integer(minimum=1)
-SECONDS = Number()
-POSITIVE_SECONDS = Number(positive=True)
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What a server process reads from its environment."""
+class Settings(ServeSettings):
+    """What a server process reads from its environment: the data plane's settings, and ``oip serve``'s
+    processes' (``ServeSettings``)."""
 
     # The data plane.
     model_repository: str = setting(
@@ -165,50 +151,6 @@ class Settings:
         "most inputs, and most requested outputs, one request may name where the model's own counts do not apply "
         "(a model served by Triton, a request-level content type that maps inputs)",
     )
-    # What ``oip serve`` (uvicorn) allows a connection; Lambda's front door (API Gateway) sets its own.
-    max_header_bytes: int = setting(
-        "OIP_MAX_HEADER_BYTES",
-        32 * 1024,
-        POSITIVE,
-        "largest request head (request line and headers); larger ones get 431",
-        option=Option(("--max-header-bytes",), group=CONNECTION_LIMITS),
-    )
-    max_headers: int = setting(
-        "OIP_MAX_HEADERS",
-        100,
-        POSITIVE,
-        "most header fields in a request; more get 431",
-        option=Option(("--max-headers",), group=CONNECTION_LIMITS),
-    )
-    header_timeout: float = setting(
-        "OIP_HEADER_TIMEOUT",
-        10.0,
-        POSITIVE_SECONDS,
-        "seconds a client has to send a request's whole head, from the connection or the request's first byte: 408 "
-        "and the connection closed after that (a gRPC connection: its HTTP/2 handshake)",
-        option=Option(("--header-timeout",), group=CONNECTION_LIMITS),
-    )
-    body_timeout: float = setting(
-        "OIP_BODY_TIMEOUT",
-        30.0,
-        POSITIVE_SECONDS,
-        "seconds a request body may pause between two reads before the connection is closed",
-        option=Option(("--body-timeout",), group=CONNECTION_LIMITS),
-    )
-    keep_alive_timeout: int = setting(
-        "OIP_KEEP_ALIVE_TIMEOUT",
-        5,
-        POSITIVE,
-        "seconds an idle keep-alive connection stays open after an answer",
-        option=Option(("--keep-alive-timeout",), default="5, uvicorn's", group=CONNECTION_LIMITS),
-    )
-    max_connections: int = setting(
-        "OIP_MAX_CONNECTIONS",
-        1024,
-        POSITIVE,
-        "open connections (or requests in progress) per worker before new requests get 503",
-        option=Option(("--max-connections",), group=CONNECTION_LIMITS),
-    )
     # Running models (adapters/onnx/backend.py's SessionSettings, adapters/repository/object_uri.py).
     ort_intra_op_threads: int = setting(
         "OIP_ORT_INTRA_OP_THREADS", 0, COUNT, "onnxruntime's intra-op thread pool; 0 lets it choose"
@@ -236,89 +178,6 @@ class Settings:
         "where and how to reach Triton, from OIP_TRITON_* (adapters/triton/settings.py); None without OIP_TRITON_URL",
         passed_on=False,
     )
-    # ``oip serve``'s processes.
-    platform: Platform = setting(  # noqa: RUF009 (declared, read by Derived)
-        "OIP_PLATFORM",
-        None,
-        Derived(read_platform),
-        "where and what ``oip serve`` serves: OIP_PLATFORM, OIP_HOST, OIP_PORT, OIP_DEFAULT_MODEL and the platforms' "
-        "own variables (handler/config/platform.py)",
-        factory=Platform,
-        passed_on=False,
-    )
-    grpc_port: int = setting(
-        "OIP_GRPC_PORT",
-        0,
-        Integer(maximum=65535),
-        "also serve the V2 gRPC API on this port, 0 for off; needs oip-serverless[grpc]",
-        option=Option(("--grpc-port", "--grpc_port")),
-    )
-    grpc_address: str | None = setting(
-        GRPC_ADDRESS_ENV, None, TEXT, "``host:port`` of the gRPC server each worker starts (``oip serve`` sets it)"
-    )
-    http_address: str | None = setting(
-        HTTP_ADDRESS_ENV,
-        None,
-        TEXT,
-        "``host:port`` the workers' HTTP socket listens on, for the start-up log (``oip serve`` sets it)",
-    )
-    stats_dir: str | None = setting(
-        STATS_DIR_ENV, None, TEXT, "the directory through which the workers share statistics (``oip serve`` sets it)"
-    )
-    workers: int | None = setting(
-        "OIP_WORKERS",
-        None,
-        POSITIVE,
-        "worker processes sharing the ports, each with its own model sessions and statistics; 1 for models too large "
-        "to load twice",
-        option=Option(("--workers",), default=lambda: f"the cores this process may use, {available_cores()}"),
-    )
-    drain_timeout: float = setting(
-        "OIP_DRAIN_TIMEOUT",
-        30.0,
-        SECONDS,
-        "seconds requests in flight may take to finish after SIGTERM",
-        option="--drain-timeout",
-    )
-    exit_on_error: bool = setting(
-        "OIP_EXIT_ON_ERROR",
-        True,
-        FLAG,
-        "stop when a model fails to load at start-up, as Triton's --exit-on-error; false serves the other models and "
-        "that one as unavailable",
-        option="--exit-on-error",
-    )
-    worker_timeout: float = setting(
-        "OIP_WORKER_TIMEOUT",
-        60.0,
-        SECONDS,
-        "seconds a serving worker's event loop may stay silent before it is aborted and replaced (with one worker: "
-        "the process exits with code 70); 0: never",
-        option="--worker-timeout",
-    )
-    max_requests: int = setting(
-        "OIP_MAX_REQUESTS",
-        0,
-        COUNT,
-        "HTTP requests after which a worker is replaced (its replacement starts first); 0: never; needs --workers 2 "
-        "or more",
-        option="--max-requests",
-    )
-    max_requests_jitter: int = setting(
-        "OIP_MAX_REQUESTS_JITTER",
-        0,
-        COUNT,
-        "up to this many more requests, drawn for each worker, so that workers are not replaced all at once",
-        option="--max-requests-jitter",
-    )
-    log_level: str = setting("OIP_LOG_LEVEL", "info", Choice(LOG_LEVELS), "uvicorn's log level", option="--log-level")
-    access_log: bool = setting(
-        "OIP_ACCESS_LOG",
-        False,
-        FLAG,
-        "a log line per request; off unless asked, as in Triton, since a line per request costs throughput",
-        option=Option(("--access-log",), negatable=True),
-    )
     malloc_keep_mb: int = setting(
         "OIP_MALLOC_KEEP_MB",
         64,
@@ -330,21 +189,6 @@ class Settings:
         False,
         Derived(opentelemetry_on),
         "OpenTelemetry server spans and step spans; unset, on when an SDK exporter (OTEL_*) is",
-    )
-    # Prometheus metrics of ``oip serve`` (handler/observability/prometheus.py, exporter.py).
-    metrics_port: int = setting(
-        "OIP_METRICS_PORT",
-        8002,
-        Integer(maximum=65535),
-        "port of ``oip serve``'s Prometheus metrics endpoint (``/metrics``), Triton's 8002 by default; 0: off",
-        option="--metrics-port",
-    )
-    metrics_host: str | None = setting(
-        "OIP_METRICS_HOST",
-        None,
-        TEXT,
-        "address the metrics endpoint listens on",
-        option=Option(("--metrics-host",), default="the HTTP host (--host)"),
     )
     # What version resources report (handler/protocol/version_catalog.py) and the request log.
     autoscaling_min_nodes: int | None = setting(
