@@ -1,11 +1,10 @@
 """An inference request's envelope (``id``, ``parameters``, ``inputs``, ``outputs``) as plain tuples.
 
 pydantic's ``InferenceRequest`` (``schemas.py``) is the schema: the OpenAPI document shows it, and its validation
-gives the errors. ``plain_envelope`` checks the common request by hand, accepting only documents that
-``InferenceRequest`` accepts and giving the same values (``tests/unit/test_envelope.py`` checks both over generated
-documents); it answers None for anything else, which ``envelope`` then hands to pydantic. In the flow of a small
-request pydantic's validation is a large share of a Lambda invocation (most of it the trip through its validators'
-code and data, which is colder there than when timed alone), and it is the same work on every request.
+gives the errors (``validated_envelope``). ``plain_envelope`` reads the common request by hand, accepting only
+documents that ``InferenceRequest`` accepts and giving the same values; it answers None for anything else, which
+``envelope`` then hands to pydantic. It is the request decoder's ``plain_envelope`` strategy (``request.py``), held
+to pydantic's answers and errors with the others; docs/performance.md has what it saves.
 """
 
 from __future__ import annotations

@@ -159,20 +159,20 @@ def _document(root: Any, text: bytes) -> dict[str, Any]:
 
 
 def _check_counts(root: Any, counts: TensorCounts) -> None:
-    """The envelope's bounds and the request's input and output counts checked from the parsed text, before
-    anything is walked or converted (a repeated key leaves the counts to orjson's path, which checks them there)."""
+    """The request's input and output counts, then the envelope's bounds, checked from the parsed text (in the
+    order of the orjson path) before anything is walked or converted (a repeated key leaves the counts to orjson's
+    path, which checks them there)."""
     if not isinstance(root, simdjson.Object):
         return
-    check_bounds(root)
     keys = list(root)
-    if len(set(keys)) != len(keys):
-        return
-    inputs, outputs, parameters = root.get("inputs"), root.get("outputs"), root.get("parameters")
-    counts.check(
-        len(inputs) if isinstance(inputs, simdjson.Array) else 0,
-        len(outputs) if isinstance(outputs, simdjson.Array) else 0,
-        isinstance(parameters, simdjson.Object) and CONTENT_TYPE in parameters,
-    )
+    if len(set(keys)) == len(keys):
+        inputs, outputs, parameters = root.get("inputs"), root.get("outputs"), root.get("parameters")
+        counts.check(
+            len(inputs) if isinstance(inputs, simdjson.Array) else 0,
+            len(outputs) if isinstance(outputs, simdjson.Array) else 0,
+            isinstance(parameters, simdjson.Object) and CONTENT_TYPE in parameters,
+        )
+    check_bounds(root)
 
 
 def load_infer_json(
