@@ -94,32 +94,36 @@ async def predict_npy(
     """
     plan = await plan_npy(service, job, stream)
     summary = summary or BatchSummary(job.model, job.version)
+    row_bytes = plan.row_bytes
     if summary.rows_in:
-        stream.seek(summary.rows_in * plan.row_bytes, os.SEEK_CUR)
+        stream.seek(summary.rows_in * row_bytes, os.SEEK_CUR)
     remaining = plan.shape[0] - summary.rows_in
     datatype = datatype_of(plan.target)
+    native = plan.dtype.newbyteorder("=")
+    prefix = job.id_prefix
     while remaining > 0 and not (stop and stop()):
-        count = min(job.chunk_size, remaining, max(job.max_bytes // max(plan.row_bytes, 1), 1))
-        data = stream.read(count * plan.row_bytes)
-        if len(data) != count * plan.row_bytes:
+        count = min(job.chunk_size, remaining, max(job.max_bytes // max(row_bytes, 1), 1))
+        data = stream.read(count * row_bytes)
+        if len(data) != count * row_bytes:
             raise InvalidInput(
                 f".npy data ends early: {plan.shape[0]} rows announced, "
-                f"{summary.rows_in + len(data) // max(plan.row_bytes, 1)} present"
+                f"{summary.rows_in + len(data) // max(row_bytes, 1)} present"
             )
         array = np.frombuffer(data, dtype=plan.dtype).reshape((count, *plan.shape[1:]))
-        array = array.astype(plan.dtype.newbyteorder("="), copy=False)
-        kept = np.ones(count, dtype=bool)
+        array = array.astype(native, copy=False)
+        kept = None
         if array.dtype != plan.target:
             array, kept = cast_rows(array, plan.target)
         first = summary.rows_in + 1
-        unfit = np.flatnonzero(~kept).tolist()
+        unfit = [] if kept is None else np.flatnonzero(~kept).tolist()
         errors = {
             first + i: summary.error(first + i, f"row {first + i}: a value does not fit {datatype} (--cast)")
             for i in unfit
         }
         group = MergedLines(job.model, job.version, plan.spec.name, datatype, (1, *plan.shape[1:]))
-        group.lines = [line for line in range(first, first + count) if line not in errors]
-        group.ids = [f"{job.id_prefix}{line}" for line in group.lines]
+        lines = range(first, first + count)
+        group.lines = [line for line in lines if line not in errors] if errors else list(lines)
+        group.ids = [f"{prefix}{line}" for line in group.lines] if prefix else list(map(str, group.lines))
         outputs = [errors[line] for line in errors]
         if group.lines:
             rows = array[kept] if errors else array
@@ -127,9 +131,10 @@ async def predict_npy(
             outputs = await run_merged(service, group, summary)
             if errors:
                 answered = dict(zip(group.lines, outputs, strict=True))
-                outputs = [answered[line] if line in answered else errors[line] for line in range(first, first + count)]
+                outputs = [answered[line] if line in answered else errors[line] for line in lines]
         summary.rows_in += count
-        write(b"".join(output + b"\n" for output in outputs))
+        outputs.append(b"")  # the last line's newline
+        write(b"\n".join(outputs))
         summary.rows_out += count
         remaining -= count
         if progress is not None:

@@ -15,7 +15,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -25,6 +25,8 @@ from handler.protocol.status import status_of
 if TYPE_CHECKING:  # the sampler's module is imported only when request logging is on (handler/http.py)
     from handler.observability.request_log import RequestLogSampler
 
+#: The most values a metric of one EMF record holds (CloudWatch's limit, at which Powertools writes a record).
+EMF_MAX_VALUES: Final = 100
 #: What ``span`` gives when nothing is traced: one reusable do-nothing context.
 _NO_SPAN: AbstractContextManager[Any] = nullcontext()
 
@@ -65,9 +67,22 @@ class Telemetry:
             self.sampler.offer(observation.model, observation.version or "", observation.request_body,
                                observation.response_body)  # fmt: skip
 
+    def record_many(self, observation: InferObservation, requests: int) -> None:
+        """Called once for ``requests`` infer requests that ran together and ended alike (``observe_many``): as
+        ``record`` for each of them."""
+        if type(self).record is Telemetry.record and self.sampler is None:
+            return  # ``record`` would do nothing for any of them
+        for _ in range(requests):
+            self.record(observation)
+
     def observe(self, model: str, version: str | None) -> AbstractContextManager[InferObservation]:
         """Observe one infer request: recorded when the block ends, with the status its outcome gives."""
         return _Observing(self, InferObservation(model, version))
+
+    def observe_many(self, model: str, version: str | None, requests: int) -> AbstractContextManager[InferObservation]:
+        """Observe ``requests`` infer requests that run together and end alike (a batch chunk's merged rows), from
+        now: one observation for all, recorded for each of them at once (``record_many``) when the block ends."""
+        return _ObservingMany(self, InferObservation(model, version), requests)
 
     def finish(self, observation: InferObservation, error: BaseException | None) -> None:
         """Record an observation with its outcome's status: 200, a V2Error's own, 500 for anything else."""
@@ -98,6 +113,23 @@ class _Observing:
             self.telemetry.record(self.observation)
         else:
             self.telemetry.finish(self.observation, error)
+
+
+class _ObservingMany:
+    """``Telemetry.observe_many``'s context: ``_Observing``'s, for all the requests at once."""
+
+    __slots__ = ("observation", "requests", "telemetry")
+
+    def __init__(self, telemetry: Telemetry, observation: InferObservation, requests: int) -> None:
+        self.telemetry, self.observation, self.requests = telemetry, observation, requests
+
+    def __enter__(self) -> InferObservation:
+        return self.observation
+
+    def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
+        observation = self.observation
+        observation.status = 200 if error is None else status_of(error) if isinstance(error, V2Error) else 500
+        self.telemetry.record_many(observation, self.requests)
 
 
 class PowertoolsTelemetry(Telemetry):
@@ -135,6 +167,18 @@ class PowertoolsTelemetry(Telemetry):
         sys.stdout.write(emf_line(self._namespace, observation, cold))
         super().record(observation)
 
+    def record_many(self, observation: InferObservation, requests: int) -> None:
+        """One EMF record for every ``EMF_MAX_VALUES`` of the requests, each request a value of every metric."""
+        cold, self._cold = self._cold, None
+        lines = []
+        for start in range(0, requests, EMF_MAX_VALUES):
+            lines.append(emf_line(self._namespace, observation, cold, min(requests - start, EMF_MAX_VALUES)))
+            cold = None
+        sys.stdout.write("".join(lines))
+        if self.sampler is not None:
+            for _ in range(requests):
+                super().record(observation)
+
 
 def process_age_ms() -> float | None:
     """Milliseconds since this process started, from /proc (its start in clock ticks since boot, and the uptime);
@@ -147,17 +191,24 @@ def process_age_ms() -> float | None:
     return max(uptime - started / os.sysconf("SC_CLK_TCK"), 0.0) * 1000
 
 
-def emf_line(namespace: str, observation: InferObservation, init_ms: float | None = None) -> str:
-    """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request; with ``init_ms`` (the first
-    request of an execution environment) it also counts a cold start (``ColdStart``, 1) and its init
-    (``InitDuration``, ms): one line per request all the same."""
+def emf_line(namespace: str, observation: InferObservation, init_ms: float | None = None, requests: int = 1) -> str:
+    """One CloudWatch Embedded Metric Format record (a JSON line) for an infer request, or for ``requests`` (at most
+    ``EMF_MAX_VALUES``) that ended alike, each a value of every metric (as Powertools' record of as many
+    ``add_metric`` calls); with ``init_ms`` (the first request of an execution environment) it also counts a cold
+    start (``ColdStart``, 1) and its init (``InitDuration``, ms)."""
     failed = observation.status >= 400
-    middle = _emf_middle(namespace, observation.status if failed else None, observation.model, observation.version)
+    middle = _emf_middle(
+        namespace, observation.status if failed else None, observation.model, observation.version, requests
+    )
     # Everything but the timestamp and the three measured values is the same for every request of this model,
     # version and outcome: it is serialised once (the values are finite floats, whose repr is JSON).
+    latency = repr(observation.latency_ms)
+    bytes_in, bytes_out = repr(float(observation.bytes_in)), repr(float(observation.bytes_out))
+    if requests != 1:
+        latency, bytes_in, bytes_out = (",".join((value,) * requests) for value in (latency, bytes_in, bytes_out))
     line = (
-        f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000}{middle}{observation.latency_ms!r}],'
-        f'"RequestBytes":[{float(observation.bytes_in)!r}],"ResponseBytes":[{float(observation.bytes_out)!r}]}}\n'
+        f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000}{middle}{latency}],'
+        f'"RequestBytes":[{bytes_in}],"ResponseBytes":[{bytes_out}]}}\n'
     )
     if init_ms is None:
         return line
@@ -169,12 +220,12 @@ def emf_line(namespace: str, observation: InferObservation, init_ms: float | Non
 
 
 @functools.lru_cache(maxsize=256)
-def _emf_middle(namespace: str, error_status: int | None, model: str, version: str | None) -> str:
-    """The record from after its timestamp to its latency value, serialised by orjson."""
+def _emf_middle(namespace: str, error_status: int | None, model: str, version: str | None, requests: int) -> str:
+    """The record of ``requests`` requests from after its timestamp to its latency values, serialised by orjson."""
     directive, names = _emf_directive(namespace, error_status)
     counts = (1, 1, 1) if error_status is not None else (1, 0)
     document: dict[str, Any] = {"model": model, "model_version": version or "default"}
-    document.update(zip(names, ([float(count)] for count in counts), strict=False))
+    document.update(zip(names, ([float(count)] * requests for count in counts), strict=False))
     members = orjson.dumps(document).decode()[1:-1]
     return f',"CloudWatchMetrics":{orjson.dumps(directive).decode()}}},{members},"{names[len(counts)]}":['
 

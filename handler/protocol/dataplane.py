@@ -297,8 +297,7 @@ class DataPlane:
             for _ in executions:
                 statistics.failure(name, version, elapsed)
             return
-        for execution in executions:
-            statistics.success(name, version, elapsed, execution)
+        statistics.successes(name, version, elapsed, executions)
         self.usage.touch(name, version)
 
     async def index(self, ready_only: bool = False) -> list[ModelIndexEntry]:

@@ -23,6 +23,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -174,8 +175,9 @@ class Statistics:
         self._table = _Table(Path(directory) if directory else None)
         self._lock = threading.Lock()
 
-    def success(self, name: str, version: str, total_ns: int, execution: Execution | None) -> None:
-        """One successful request; a forwarded call (no ``execution``) counts as batch 1, all compute.
+    def success(self, name: str, version: str, total_ns: int, execution: Execution | None, requests: int = 1) -> None:
+        """One successful request (``requests`` alike: the same time and execution share each, counted as that many
+        in one update); a forwarded call (no ``execution``) counts as batch 1, all compute.
 
         A request merged with others by the dynamic batcher adds its own rows to the inference count and its
         phases to the version's totals; the merged execution (and its batch size's row) is counted once.
@@ -191,6 +193,10 @@ class Statistics:
         )
         compute_ns = input_ns + infer_ns + output_ns
         queue_ns = max(total_ns - compute_ns, 0)
+        total_one, queue_one = total_ns, queue_ns
+        if requests != 1:
+            inferences, total_ns, queue_ns = inferences * requests, total_ns * requests, queue_ns * requests
+            input_ns, infer_ns, output_ns = input_ns * requests, infer_ns * requests, output_ns * requests
         table = self._table
         # Written out cell by cell (columns are constants): this runs on every request.
         with self._lock:
@@ -204,19 +210,32 @@ class Statistics:
             cells[total + _INFERENCES] += inferences
             rows = (total, batch) if execution.leads else (total,)
             if execution.leads:
-                cells[total + _EXECUTIONS] += 1
+                cells[total + _EXECUTIONS] += requests
             cells[total + _SUCCESS] += total_ns
             cells[total + _QUEUE] += queue_ns
-            cells[total + _REQUEST_BUCKETS + bisect_left(BUCKETS_NS, total_ns)] += 1
-            cells[total + _QUEUE_BUCKETS + bisect_left(BUCKETS_NS, queue_ns)] += 1
-            cells[total + _COMPUTE_BUCKETS + bisect_left(BUCKETS_NS, compute_ns)] += 1
+            cells[total + _REQUEST_BUCKETS + bisect_left(BUCKETS_NS, total_one)] += requests
+            cells[total + _QUEUE_BUCKETS + bisect_left(BUCKETS_NS, queue_one)] += requests
+            cells[total + _COMPUTE_BUCKETS + bisect_left(BUCKETS_NS, compute_ns)] += requests
             for row in rows:
-                cells[row + _DONE] += 1
+                cells[row + _DONE] += requests
                 cells[row + _INPUT] += input_ns
                 cells[row + _INFER] += infer_ns
                 cells[row + _OUTPUT] += output_ns
             cells[total + _SEQUENCE] += 1
             cells[batch + _SEQUENCE] += 1
+
+    def successes(self, name: str, version: str, total_ns: int, executions: Sequence[Execution | None]) -> None:
+        """``success`` for each of ``executions`` (requests that reached the backend together, ``total_ns`` each); a
+        run of one execution share (``execution_shares``) in one update, as Triton counts a batch's requests."""
+        count = len(executions)
+        start = 0
+        while start < count:
+            execution = executions[start]
+            end = start + 1
+            while end < count and executions[end] is execution:
+                end += 1
+            self.success(name, version, total_ns, execution, end - start)
+            start = end
 
     def failure(self, name: str, version: str, total_ns: int) -> None:
         """One request that reached the model's backend and failed."""
