@@ -20,7 +20,7 @@ from handler.batch.job import BatchJob, BatchSummary
 from handler.batch.jsonl import predict_jsonl
 from handler.batch.lines import bounded_lines, read_chunks
 from handler.batch.npy import predict_npy
-from handler.batch.s3_compare import candidate_of, compare_object
+from handler.batch.s3_compare import candidate_of, compare_object, item_batch_candidate
 from handler.config.lambda_settings import LambdaSettings
 from handler.inference.service import InferenceService
 from handler.runtime.loop import run
@@ -124,7 +124,7 @@ def handle_item_batch(event: dict[str, Any], config: BatchConfig, service: Infer
         bucket = item.get("Bucket") or batch_input.get("bucket")
         key = item["Key"]
         try:
-            manifest = process_object(bucket, key, config, service, batch_input.get("compare_version"))
+            manifest = process_object(bucket, key, config, service, item_batch_candidate(batch_input))
             done.append({"key": key, "rows": manifest["rows_in"], "errors": manifest["errors"]})
             if "agreement" in manifest:  # compared: the report's agreement and where it is
                 done[-1] |= {"agreement": manifest["agreement"], "report": manifest["report"]}

@@ -3,9 +3,10 @@
 report written to ``OIP_BATCH_OUTPUT_PREFIX`` as ``<key>.comparison.json``, where the predictions would go.
 
 The candidate is the object's metadata ``compare-version`` (``x-amz-meta-compare-version``) or a Step Functions
-item batch's ``BatchInput.compare_version``. The object is read as JSON Lines whatever its name (a .npy object is
-refused): sampled request logs, as Firehose delivers them, replay as they are. A report that records the same input
-ETag and candidate is not computed again.
+item batch's ``compare_version`` (its ``BatchInput``'s, or the execution input's, which the state machine passes
+on). The object is read as JSON Lines whatever its name (a .npy object is refused): sampled request logs, as
+Firehose delivers them, replay as they are. A report that records the same input ETag and candidate is not
+computed again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def candidate_of(metadata: dict[str, str], given: object = None) -> str | None:
     if given is not None and given != "":
         return str(given)
     return metadata.get(COMPARE_METADATA) or None
+
+
+def item_batch_candidate(batch_input: dict[str, Any]) -> object:
+    """A Step Functions item batch's candidate: its ``BatchInput.compare_version``, else the execution input's
+    (the state machine passes that input as ``BatchInput.execution``); None without one."""
+    execution = batch_input.get("execution")
+    given = batch_input.get("compare_version")
+    if given is None and isinstance(execution, dict):
+        given = execution.get("compare_version")
+    return given
 
 
 def report_key(key: str, config: BatchConfig) -> str:

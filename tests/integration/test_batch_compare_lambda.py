@@ -1,7 +1,7 @@
 """The batch Lambda function compares a candidate version as ``oip batch --compare-version`` does: ``oip invoke`` of
-an S3 ObjectCreated event (the object's ``compare-version`` metadata) and of a Step Functions item batch
-(``BatchInput.compare_version``), in a real subprocess against moto's standalone server; the report written beside
-the output equals a hand computation with onnxruntime's two sessions."""
+an S3 ObjectCreated event (the object's ``compare-version`` metadata) and of a Step Functions item batch (the
+execution input's ``compare_version``), in a real subprocess against moto's standalone server; the report written
+beside the output equals a hand computation with onnxruntime's two sessions."""
 
 from __future__ import annotations
 
@@ -117,7 +117,8 @@ def test_a_step_functions_item_batch_compares_logged_requests(
     moto_server: str, tmp_path: Path, repository: Path
 ) -> None:
     """Sampled request logs as Firehose delivers them (records with ``raw_data``, no file extension) replay
-    against the candidate named by the item batch's ``compare_version`` (a number here, as JSON may give it)."""
+    against the candidate named by the execution input's ``compare_version`` (a number here, as JSON may give it),
+    which the state machine passes on in each item batch's ``BatchInput``."""
     bucket, key = unique_name("compare"), "input/logs/2026/11/28/requests-1"
     s3 = _s3(moto_server)
     s3.create_bucket(Bucket=bucket)
@@ -127,7 +128,8 @@ def test_a_step_functions_item_batch_compares_logged_requests(
         for r in requests(data)
     ]
     s3.put_object(Bucket=bucket, Key=key, Body="".join(json.dumps(r) + "\n" for r in records).encode())
-    event = {"Items": [{"Key": key}], "BatchInput": {"bucket": bucket, "compare_version": 2}}
+    execution = {"bucket": bucket, "prefix": "input/logs/", "compare_version": 2}  # the state machine's input
+    event = {"Items": [{"Key": key}], "BatchInput": {"bucket": bucket, "execution": execution}}
 
     result = _oip_invoke(event, tmp_path, moto_server, repository)
     assert result.returncode == 0, result.stderr[-3000:]
