@@ -1,9 +1,11 @@
 """SIGTERM drains ``oip serve`` as a load balancer expects: the HTTP and gRPC ports refuse new connections at once,
-requests in flight on both finish, gRPC readiness answers false on a kept-alive channel, and the server exits 0;
+requests in flight on both finish, readiness answers false on a kept-alive gRPC channel and HTTP connection (or the
+connection is closed), and the server exits 0;
 with one worker and with two. Through a real ``oip serve`` process tree and real signals."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import queue
@@ -17,7 +19,7 @@ import numpy as np
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
-from tests.support.server_processes import listening, socket_inodes, workers
+from tests.support.procfs import listening, socket_inodes, workers
 from tests.support.servers import OipServer, oip_serve, wait_for
 
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
@@ -58,6 +60,17 @@ def _refused(port: int) -> bool:
     return False
 
 
+def _ready(connection: http.client.HTTPConnection) -> int | str:
+    """The status of ``GET /v2/health/ready`` on a kept-alive connection ("closed" when the server closed it)."""
+    try:
+        connection.request("GET", "/v2/health/ready")
+        response = connection.getresponse()
+        response.read()
+    except (http.client.RemoteDisconnected, ConnectionError):
+        return "closed"
+    return response.status
+
+
 def _iris_inputs() -> list[object]:
     import tritonclient.grpc as triton_grpc
 
@@ -74,7 +87,9 @@ def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(serv
     supervisor = served.pid
     serving = wait_for(lambda: workers(supervisor) or {supervisor}, "no serving process")
     held = listening(served.port) | listening(served.grpc_port)
-    http, rest = _half_sent_request(served.port)
+    posted, rest = _half_sent_request(served.port)
+    kept_alive = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
+    assert _ready(kept_alive) == 200
     client = triton_grpc.InferenceServerClient(str(served.grpc))
     answers: queue.Queue[object] = queue.Queue()
     client.start_stream(lambda result, error: answers.put(error or result))
@@ -92,6 +107,9 @@ def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(serv
         )
         assert _refused(served.port)
         assert _refused(served.grpc_port)
+        # A load balancer polling on a kept-alive HTTP connection is told not ready (400), or finds it closed once
+        # the worker has stopped lingering (handler/cli/worker.py, LINGER_S).
+        assert _ready(kept_alive) in (400, "closed")
         # A kept-alive gRPC channel is told the server is not ready (or is refused the call).
         try:
             ready = client.is_server_ready(client_timeout=10)
@@ -102,12 +120,13 @@ def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(serv
         client.async_stream_infer("iris", _iris_inputs())
         second = answers.get(timeout=60)
         assert not isinstance(second, Exception), second
-        http.sendall(rest)
-        http.settimeout(60)
-        answer = http.recv(65536).decode(errors="replace")
+        posted.sendall(rest)
+        posted.settimeout(60)
+        answer = posted.recv(65536).decode(errors="replace")
         assert answer.startswith("HTTP/1.1 200"), answer
     finally:
         client.stop_stream()
         client.close()
-        http.close()
+        posted.close()
+        kept_alive.close()
     assert served.child.popen.wait(timeout=120) == 0, served.child.text()[-3000:]
