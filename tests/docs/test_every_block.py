@@ -9,21 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.docs.data_blocks import checked_data_blocks
+from tests.docs.reader_blocks import reader_blocks
 from tests.support.doc_examples import ROOT, USER_PAGES, Block, blocks, examples, moto_blocks, page_path
 
 #: The most blocks each page may mark as not run here. A page absent has none; lower a number when a block is made
 #: to run, never raise one without a reason in the mark.
 MARKED_AT_MOST = {
-    "getting-started": 4,
-    "operations": 4,
-    "aws-lambda": 11,
-    "s3-tensors": 8,
-    "batch": 7,
-    "serving": 3,
+    "getting-started": 2,
+    "operations": 2,
+    "aws-lambda": 8,
+    "batch": 4,
+    "serving": 2,
     "platforms": 3,
-    "protocol": 1,
-    "kubernetes": 7,
-    "safe-updates": 2,
+    "kubernetes": 6,
     "content-types": 1,
     "triton-forwarding": 3,
 }
@@ -31,9 +30,12 @@ MARKED_AT_MOST = {
 
 def _checked(page: Path) -> set[int]:
     """The lines of the blocks the docs tests run or compare: examples and the output shown for them, blocks
-    that start ``oip serve`` (tests/docs/test_server_blocks.py) and blocks that use moto (test_moto_blocks.py)."""
+    that start ``oip serve`` (tests/docs/test_server_blocks.py), blocks that use moto (test_moto_blocks.py), the
+    blocks a reader runs in a clone (test_reader_blocks.py) and the titled data blocks (test_data_blocks.py)."""
     lines = {block.line for block in blocks(page) if block.serve_commands and block.not_run is None}
     lines |= {block.line for block in moto_blocks() if block.page == page}
+    lines |= {block.line for block in reader_blocks() if block.page == page}
+    lines |= checked_data_blocks(page)
     for example in examples(page):
         lines.add(example.block.line)
         if example.output is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.docs.reader_blocks import needs_reader_files
 from tests.support.doc_examples import USER_PAGES, Block, blocks, page_path
 from tests.support.servers import oip_serve
 
@@ -19,7 +20,7 @@ def _server_blocks() -> list[Block]:
         block
         for stem in USER_PAGES
         for block in blocks(page_path(stem))
-        if block.serve_commands and block.not_run is None
+        if block.serve_commands and block.not_run is None and not needs_reader_files(block)
     ]
 
 

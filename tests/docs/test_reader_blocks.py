@@ -1,0 +1,128 @@
+"""The user pages' blocks a reader runs in a clone of the repository (tests/docs/reader_blocks.py says which): each
+runs to the end with exit status 0, or, when it starts a server, starts it until the server answers, in a clone view
+with moto's server standing in for AWS and a local ``oip serve`` for a deployment."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.docs.reader_blocks import (
+    AWS_VARIABLES,
+    DEPLOYMENT_VARIABLES,
+    LAYOUT,
+    SERVER_LINE,
+    clone_view,
+    layout_paths,
+    reader_blocks,
+    server_lines,
+    starts_a_server,
+)
+from tests.docs.test_examples import _run
+from tests.support.doc_examples import MOTO_ADDRESS, Block, Example, blocks, page_path
+from tests.support.servers import LOOPBACK, HeldPort, _answers, environment, http_ok, moto_server, oip_serve, running
+
+#: The buckets the pages use: the S3 tensors page's and getting-started's repository in a bucket.
+TENSOR_BUCKET, MODEL_BUCKET = "my-tensors", "my-bucket"
+BLOCKS = reader_blocks()
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    """moto's server with the pages' buckets, getting-started's repository under ``s3://my-bucket/models/``."""
+    with moto_server() as url:
+        s3 = boto3.client("s3", endpoint_url=url, **_boto_credentials())
+        s3.create_bucket(Bucket=TENSOR_BUCKET)
+        s3.create_bucket(Bucket=MODEL_BUCKET)
+        s3.put_object(Bucket=MODEL_BUCKET, Key="models/churn/config.pbtxt", Body=b"")
+        with (page_path("getting-started").parent.parent / "models/iris/1/model.onnx").open("rb") as model:
+            s3.put_object(Bucket=MODEL_BUCKET, Key="models/churn/1/model.onnx", Body=model.read())
+        yield url
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": AWS_VARIABLES["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": AWS_VARIABLES["AWS_SECRET_ACCESS_KEY"],
+        "region_name": AWS_VARIABLES["AWS_DEFAULT_REGION"],
+    }
+
+
+@pytest.fixture(scope="module")
+def deployment(moto: str) -> Iterator[dict[str, str]]:
+    """A local ``oip serve`` standing in for a deployment (tensors by reference on, in moto's S3): the variables
+    the pages' deployment blocks read, and AWS's pointing at moto."""
+    aws = AWS_VARIABLES | {"AWS_ENDPOINT_URL": moto}
+    env = aws | {"OIP_S3_TENSOR_PREFIXES": f"s3://{TENSOR_BUCKET}/tensors/"}
+    with oip_serve(workers=1, env=env, drop=("MODEL_REPOSITORY", "AWS_", "OIP_")) as served:
+        http = f"{LOOPBACK}:{served.port}"
+        yield aws | {name: value.format(http=http) for name, value in DEPLOYMENT_VARIABLES.items()}
+
+
+def _block_environment(variables: dict[str, str]) -> dict[str, str]:
+    """This environment without the AWS, OIP and repository variables the test runner may have, plus ``variables``,
+    with this interpreter's ``python``, ``oip`` and ``pip`` first on ``PATH``."""
+    base = environment(None, drop=("MODEL_REPOSITORY", "AWS_", "OIP_"))
+    return base | variables | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if not starts_a_server(b)], ids=lambda b: b.name)
+def test_a_block_runs_in_a_clone(block: Block, deployment: dict[str, str], tmp_path: Path) -> None:
+    cwd = clone_view(tmp_path)
+    # As in an interactive shell, an alias a block defines applies to its next lines.
+    code = f"shopt -s expand_aliases\n{block.code}" if block.language in {"bash", "sh", "shell"} else block.code
+    example = Example(dataclasses.replace(block, code=code), None)
+    env = {k: v for k, v in os.environ.items() if k in {"HOME", "OIP_TOOLS_DIR", "PYENV_ROOT"}} | deployment
+    result = _run(example, (0, 0), cwd, env)
+    assert result.returncode == 0, f"{block.name} failed:\n{block.code}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if starts_a_server(b)], ids=lambda b: b.name)
+def test_a_block_that_starts_a_server_starts_it(block: Block, moto: str, tmp_path: Path) -> None:
+    """Each server the block starts answers: ``oip serve`` on a held port (``OIP_PORT``: the pages give none, or
+    8000) with its metrics off, moto's server on a held port for the page's 5000. A block that sets moto's address
+    gets this test's moto server, as does one that reads a bucket (the reader's credentials: moto's)."""
+    cwd = clone_view(tmp_path)
+    for command in server_lines(block):
+        with HeldPort() as held:
+            code = MOTO_ADDRESS.sub(moto, command).replace("-p 5000", f"-p {held.port}")
+            code = code.replace("--port 8000", f"--port {held.port}")
+            ports = {"OIP_PORT": str(held.port), "OIP_METRICS_PORT": "0"}
+            env = _block_environment(AWS_VARIABLES | {"AWS_ENDPOINT_URL": moto} | ports)
+            env |= {k: v for k, v in os.environ.items() if k in {"OIP_TOOLS_DIR", "PYENV_ROOT"}}
+            last = [line for line in command.splitlines() if SERVER_LINE.match(line)][-1]
+            probe = _answered("moto_server" in last, f"http://{LOOPBACK}:{held.port}")
+            with running(block.name, ["bash", "-e", "-c", code], probe, env=env, cwd=cwd):
+                pass  # answered, or running() failed with the block's output
+
+
+def _answered(moto: bool, url: str) -> Callable[[object], bool]:
+    """The probe of moto's server or of ``oip serve`` at ``url``."""
+    return lambda _: _answers(f"{url}/moto-api/") if moto else http_ok(f"{url}/v2/health/ready")
+
+
+def test_the_layout_shown_is_the_one_served() -> None:
+    """getting-started's repository layout is the one the test serves its ``oip serve`` block from."""
+    page = page_path("getting-started")
+    (layout,) = [block for block in blocks(page) if "└──" in block.code]
+    assert tuple(layout_paths(layout)) == LAYOUT
+
+
+def test_reader_blocks_are_found() -> None:
+    """Both kinds are found (a change of convention would run none)."""
+    assert any(starts_a_server(block) for block in BLOCKS)
+    assert any(not starts_a_server(block) for block in BLOCKS)
+
+
+def test_the_clone_view_keeps_writes_out_of_the_repository(tmp_path: Path) -> None:
+    cwd = clone_view(tmp_path)
+    assert (cwd / "events").resolve() == page_path("batch").parent.parent / "events"
+    assert (cwd / "rows.jsonl").is_file() and not (cwd / "rows.jsonl").is_symlink()
+    assert shutil.which("oip") is not None
