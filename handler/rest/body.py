@@ -35,45 +35,34 @@ async def read_body(request: Request, limit: int) -> bytes:
     return await read_stream(request.stream(), request.headers.get("content-length"), limit)
 
 
-def _check_declared(declared: str | None, limit: int) -> None:
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(declared, limit)
-
-
-async def read_stream(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
-    """The raw body from its chunks, refusing more than ``limit`` bytes (by the declared Content-Length first)
-    before buffering them."""
-    _check_declared(declared, limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in stream:
-        size += len(chunk)
-        if size > limit:
-            raise too_large(f"more than {limit}", limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_receive(receive: Receive, declared: str | None, limit: int) -> bytes:
-    """``read_stream`` for the ASGI ``receive`` callable itself: the same limits, ClientDisconnect if the client
-    goes. A body that comes in one message (every Lambda event, most small requests) is returned as it came."""
-    _check_declared(declared, limit)
-    chunks: list[bytes] = []
-    size = 0
+async def receive_chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The body's chunks from the ASGI ``receive`` callable itself (as Starlette's ``Request.stream`` gives them);
+    ClientDisconnect if the client goes."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientDisconnect()
-        chunk = message.get("body", b"")
+        yield message.get("body", b"")
+        if not message.get("more_body", False):
+            return
+
+
+async def read_stream(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
+    """The raw body from its chunks (``Request.stream()``, or ``receive_chunks``), refusing more than ``limit``
+    bytes (by the declared Content-Length first) before buffering them. A body that comes in one chunk (every
+    Lambda event, most small requests) is returned as it came."""
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large(declared, limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream:
+        if not chunk:
+            continue
         size += len(chunk)
         if size > limit:
             raise too_large(f"more than {limit}", limit)
-        if not message.get("more_body", False):
-            if not chunks:
-                return chunk
-            chunks.append(chunk)
-            return b"".join(chunks)
         chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect
 
 from adapters.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_receive, read_stream
+from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_stream, receive_chunks
 
 BODY = b'{"inputs": []}' * 10
 
@@ -107,25 +107,35 @@ async def _stream(chunks: list[bytes]) -> AsyncIterator[bytes]:
         yield chunk
 
 
+def _read_receive(messages: list[dict[str, Any]], declared: str | None, limit: int) -> bytes:
+    return asyncio.run(read_stream(receive_chunks(_receive(messages)), declared, limit))
+
+
 @pytest.mark.parametrize("chunks", [[BODY], [b""], [BODY[:7], BODY[7:]], [b"", BODY, b""], [b"a"] * 5])
-def test_read_receive_gives_what_read_stream_gives(chunks: list[bytes]) -> None:
-    """The fast path's body reader (the ASGI receive) and the route's (Starlette's stream) agree."""
-    received = asyncio.run(read_receive(_receive(_chunks(chunks)), None, 1 << 20))
+def test_the_asgi_receive_gives_what_starlettes_stream_gives(chunks: list[bytes]) -> None:
+    """The one body reader over the fast path's chunks (the ASGI receive) and the route's (Starlette's stream)."""
+    received = _read_receive(_chunks(chunks), None, 1 << 20)
     assert received == asyncio.run(read_stream(_stream(chunks), None, 1 << 20)) == b"".join(chunks)
 
 
-def test_read_receive_refuses_a_declared_size_over_the_limit_before_reading() -> None:
+def test_a_body_in_one_chunk_is_returned_as_it_came() -> None:
+    body = bytes(BODY)
+    assert _read_receive(_chunks([body]), None, 1 << 20) is body
+    assert asyncio.run(read_stream(_stream([body, b""]), None, 1 << 20)) is body
+
+
+def test_a_declared_size_over_the_limit_is_refused_before_reading() -> None:
     with pytest.raises(PayloadTooLarge, match="request body of 101 bytes is over the limit of 100 bytes"):
-        asyncio.run(read_receive(_receive([]), "101", 100))
+        _read_receive([], "101", 100)
 
 
 @pytest.mark.parametrize("chunks", [[b"x" * 101], [b"x" * 60, b"x" * 41]])
-def test_read_receive_stops_at_the_limit_whatever_was_declared(chunks: list[bytes]) -> None:
+def test_reading_stops_at_the_limit_whatever_was_declared(chunks: list[bytes]) -> None:
     with pytest.raises(PayloadTooLarge, match="more than 100"):
-        asyncio.run(read_receive(_receive(_chunks(chunks)), "10", 100))
+        _read_receive(_chunks(chunks), "10", 100)
 
 
-def test_read_receive_raises_client_disconnect() -> None:
+def test_a_client_that_goes_is_client_disconnect() -> None:
     messages = [{"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"}]
     with pytest.raises(ClientDisconnect):
-        asyncio.run(read_receive(_receive(messages), None, 100))
+        _read_receive(messages, None, 100)
