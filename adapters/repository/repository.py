@@ -234,23 +234,16 @@ class ModelRepository:
     def states(self) -> list[ModelIndexEntry]:
         """Every served version with its state, without waiting (the start-up log's model table): READY for a
         version whose backend loaded, UNLOADED for one that loads on first use, UNAVAILABLE with the reason."""
-        rows: list[ModelIndexEntry] = []
-        for name, entry in self._models.items():
-            if entry.error is not None:
-                rows.append(ModelIndexEntry(name, "", "UNAVAILABLE", entry.error))
-                continue
-            for version in entry.versions:
-                backend = entry.backends.get(version)
-                if backend is None:
-                    rows.append(ModelIndexEntry(name, version, "UNLOADED"))
-                elif backend.error is not None:
-                    rows.append(ModelIndexEntry(name, version, "UNAVAILABLE", backend.error))
-                else:
-                    rows.append(ModelIndexEntry(name, version, "READY"))
-        return rows
+        return self._rows(lambda backend: backend.error is None)
 
     async def index(self) -> list[ModelIndexEntry]:
         """Triton's repository index: every served version with its state (READY, UNLOADED, UNAVAILABLE)."""
+        backends = [backend for entry in self._models.values() for backend in entry.backends.values()]
+        ready = {id(backend): await backend.ready() for backend in backends}
+        return self._rows(lambda backend: ready[id(backend)])
+
+    def _rows(self, ready: Callable[[ModelBackend], bool]) -> list[ModelIndexEntry]:
+        """The index's rows, a loaded version READY when ``ready`` says so, else UNAVAILABLE with its reason."""
         rows: list[ModelIndexEntry] = []
         for name, entry in self._models.items():
             if entry.error is not None:
@@ -260,7 +253,7 @@ class ModelRepository:
                 backend = entry.backends.get(version)
                 if backend is None:
                     rows.append(ModelIndexEntry(name, version, "UNLOADED"))
-                elif await backend.ready():
+                elif ready(backend):
                     rows.append(ModelIndexEntry(name, version, "READY"))
                 else:
                     rows.append(ModelIndexEntry(name, version, "UNAVAILABLE", backend.error or "not loaded"))
