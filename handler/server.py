@@ -24,7 +24,7 @@ from starlette.types import Lifespan, Receive, Scope, Send
 
 from adapters.repository.model_config import model_config_pb2
 from handler.config.platform import Platform
-from handler.config.settings import Settings, onnxruntime_telemetry_off
+from handler.config.settings import Settings, inherited_settings, onnxruntime_telemetry_off
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.observability.worker_telemetry import worker_telemetry
@@ -105,15 +105,16 @@ def build_app(
 
 
 def app_from_env() -> Starlette:
-    """uvicorn's factory for one worker: settings from the environment, and gRPC beside HTTP if asked; the first
-    worker of a server to build it logs what it serves (handler/runtime/banner.py).
+    """uvicorn's factory for one worker: the settings ``oip serve``'s supervisor handed it, else the environment's
+    (``inherited_settings``), and gRPC beside HTTP if asked; the first worker of a server to build it logs what it
+    serves (handler/runtime/banner.py).
 
     Whatever stops the build ends the process with uvicorn's ``STARTUP_FAILURE`` (3), on which the supervisor stops
     ``oip serve``, after one line on stderr naming the cause and the setting to change (handler/runtime/startup.py;
     the traceback before it at ``--log-level debug``), said by the first worker that fails. ``SystemExit`` leaves
     uvicorn's ``Server.run`` as it is: through ``serve``'s one-worker path, or a forked worker's ``Process.run``."""
     try:
-        settings = Settings.from_env()
+        settings = inherited_settings()
     except Exception as exc:
         _stop_worker(exc, None)
     try:

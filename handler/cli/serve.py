@@ -27,6 +27,8 @@ from handler.runtime.startup import STARTUP_FAILURE, StartupFailure, check_repos
 if TYPE_CHECKING:
     from uvicorn import Config
 
+    from handler.config.settings import Settings
+
 GRPC_HINT = "--grpc-port needs the gRPC extra: pip install 'oip-serverless[grpc]'"
 METRICS_HINT = "--metrics-port 0 turns metrics off, --metrics-port PORT moves them"
 GRPC_PORT_HINT = "--grpc-port 0 turns gRPC off, --grpc-port PORT or OIP_GRPC_PORT moves it"
@@ -54,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from handler.cli import setting_overrides
     from handler.config.cores import available_cores
-    from handler.config.settings import Settings, export_to_workers
+    from handler.config.settings import Settings, export_to_workers, hand_to_workers
 
     # Options over the environment's variables; with neither, the platform's environment decides where to listen and
     # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
@@ -73,7 +75,7 @@ def serve(args: argparse.Namespace) -> int:
     # The workers' statistics counters live in files here, so a statistics request (and a scrape of the metrics
     # endpoint) sums every worker's.
     with tempfile.TemporaryDirectory(prefix="oip-stats-") as stats_dir:
-        # Every worker builds its app from these settings (handler.server:app_from_env), inherited in its environment.
+        # Every worker builds its app from these settings (handler.server:app_from_env), which it inherits.
         settings = replace(
             settings,
             grpc_address=grpc_address,
@@ -83,6 +85,7 @@ def serve(args: argparse.Namespace) -> int:
             metrics_port=metrics_port,
             metrics_host=metrics_host,
         )
+        hand_to_workers(settings)
         export_to_workers(settings)
         import uvicorn
 
@@ -109,7 +112,7 @@ def serve(args: argparse.Namespace) -> int:
             else None
         )
         import_without_collection(args.workers, config.http)
-        return run(config, sock, metrics)
+        return run(config, sock, settings, metrics)
 
 
 def listen_metrics(host: str, port: int, stats_dir: str, others: tuple[int, int]) -> MetricsEndpoint:
@@ -192,17 +195,15 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def run(config: Config, sock: socket.socket, metrics: MetricsEndpoint | None = None) -> int:
+def run(config: Config, sock: socket.socket, settings: Settings, metrics: MetricsEndpoint | None = None) -> int:
     """Serve on the bound socket: ``config.workers`` forked workers under handler/cli/workers.py's supervisor, or,
     with one worker, its server (handler/cli/worker.py) here, whose watchdog thread ends the process (exit code 70)
     when its event loop stops for ``--worker-timeout``; 3 (uvicorn's ``STARTUP_FAILURE``) when a server did not
     start. ``metrics``: the Prometheus endpoint, in a process of the supervisor's or, with one worker, a thread
-    here. The supervision settings are those exported to the workers (``serve``)."""
+    here. ``settings``: those handed to the workers (``serve``), supervision's included."""
     from handler.cli.worker import WorkerServer
-    from handler.config.settings import Settings
     from handler.runtime.heartbeat import Watchdog
 
-    settings = Settings.from_env()
     if config.workers > 1:
         from handler.cli.workers import Supervision, Workers
 

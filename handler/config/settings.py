@@ -6,9 +6,10 @@ handler/config/serve_settings.py), ``LambdaSettings`` for what only the Lambda e
 the batch function's destinations. Each field is declared once, with ``setting`` (handler/config/variables.py): its
 variable, its reader, its default, what it means and its ``oip serve`` option if it has one; ``from_env``,
 ``VARIABLES``, ``to_env``, ``oip serve``'s options (handler/cli/) and the configuration reference's check all come
-from those declarations. The modules that use a value receive it (as a field, or as a
-constructor parameter from handler/runtime/container.py for the adapters); none of them reads the environment, and
-nothing writes to it to pass a value on, but ``export_to_workers`` for the worker processes ``oip serve`` starts.
+from those declarations. The modules that use a value receive it (as a field, or as a constructor parameter from
+handler/runtime/container.py for the adapters); none of them reads the environment. ``oip serve``'s workers build their
+app from the ``Settings`` object the supervisor hands them before it forks them (``hand_to_workers``); nothing writes
+to the environment to pass a value on, but ``export_to_workers`` for what a worker still reads from it.
 (The rollout hooks, handler/rollout/hook.py, are a Lambda package of their own, with only the standard library: they
 read their two variables themselves. Two libraries' own variables are set where the library is loaded, before it
 reads them: ``ORT_DISABLE_TELEMETRY`` in adapters/onnx/__init__.py and ``OPENBLAS_NUM_THREADS`` in ``oip serve``'s
@@ -292,9 +293,29 @@ VARIABLES: dict[str, str] = {
 }
 
 
+#: The settings ``oip serve``'s supervisor hands the workers it forks (``hand_to_workers``), which inherit this value
+#: with the rest of its memory; None in a process that ``oip serve`` did not start.
+_handed: Settings | None = None
+
+
+def hand_to_workers(settings: Settings) -> None:
+    """Give ``settings`` to the workers this process forks from now on, which inherit them as they are
+    (``inherited_settings``): ``oip serve``'s supervisor, before its first worker (with one worker, its own process);
+    the workers SIGHUP or ``--max-requests`` starts are forked from it too."""
+    global _handed
+    _handed = settings
+
+
+def inherited_settings() -> Settings:
+    """The settings ``oip serve``'s supervisor handed this process (``hand_to_workers``), else its environment's: a
+    fresh interpreter that builds the app (gunicorn's or granian's workers, as bench/ runs them)."""
+    return _handed if _handed is not None else Settings.from_env()
+
+
 def export_to_workers(settings: Settings) -> None:
-    """Put ``settings`` in this process's environment for the worker processes it starts next, which inherit it
-    and read it back with ``Settings.from_env``: ``oip serve``'s supervisor, before its workers start."""
+    """Put ``settings`` in this process's environment too, for what a worker reads from its environment rather than
+    from ``inherited_settings`` (handler/cli/connections.py's connection limits): ``oip serve``'s supervisor,
+    before its workers start."""
     os.environ.update(settings.to_env())
 
 
