@@ -20,7 +20,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.servers import children, oip_serve
+from tests.support.procfs import children
+from tests.support.servers import oip_serve
 
 REQUEST = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
 

@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from handler.cli import build_parser
-from tests.support.servers import children, live, oip_serve, wait_for
+from tests.support.procfs import children
+from tests.support.servers import live, oip_serve, wait_for
 
 
 def test_serves_the_demo_repository_by_default() -> None:

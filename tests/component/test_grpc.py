@@ -14,13 +14,15 @@ import tritonclient.grpc as triton_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.support.grpc_serve import serve
 from tests.support.samples import SAMPLES, STATEFUL_CALLS, TABLE_DATATYPES, as_bytes_array
+from tests.support.servers import live, oip_serve
 
 
 @pytest.fixture(scope="module")
 def grpc_url(test_repository: Path) -> Iterator[str]:
-    with serve(test_repository, "--exit-on-error", "false") as served:
+    with oip_serve(
+        "--model-repository", str(test_repository), "--exit-on-error", "false", grpc=True, workers=1, probe=live
+    ) as served:
         yield served.grpc
 
 

@@ -17,9 +17,9 @@ import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
 from tests.support import onnx_models
-from tests.support.grpc_serve import Served, serve
 from tests.support.kserve_env import KServeRaised, KServeSession
 from tests.support.samples import IRIS, SAMPLES, TABLE_DATATYPES, iris_outputs
+from tests.support.servers import OipServer, live, oip_serve
 
 #: The body and message limit the limits test gives its server (the default is 64 MiB).
 LIMIT = 6 * 1024 * 1024
@@ -44,19 +44,21 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def unready_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def unready_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OipServer]:
     """A server whose repository holds a model that fails to load: not ready, as the spec's "server ready" says."""
     root = tmp_path_factory.mktemp("kserve_unready")
     shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
     (root / "corrupt" / "1").mkdir(parents=True)
     (root / "corrupt" / "1" / "model.onnx").write_bytes(b"this is not an onnx file")
-    with serve(root, "--exit-on-error", "false") as found:
+    with oip_serve(
+        "--model-repository", str(root), "--exit-on-error", "false", grpc=True, workers=1, probe=live
+    ) as found:
         yield found
 
 
 @pytest.fixture(scope="module")
-def served(repository: Path) -> Iterator[Served]:
-    with serve(repository) as found:
+def served(repository: Path) -> Iterator[OipServer]:
+    with oip_serve("--model-repository", str(repository), grpc=True, workers=1, probe=live) as found:
         yield found
 
 
@@ -132,14 +134,14 @@ return {
 """
 
 
-def rest_infer(kserve: KServeSession, served: Served, model: str, data: Any, **options: Any) -> dict[str, Any]:
-    args = {"url": served.rest, "model": model, "data": data, "name": "input", "shape": [len(data), 4],
+def rest_infer(kserve: KServeSession, served: OipServer, model: str, data: Any, **options: Any) -> dict[str, Any]:
+    args = {"url": served.url, "model": model, "data": data, "name": "input", "shape": [len(data), 4],
             "datatype": "FP32", "dtype": "float32", "binary": False, "requested": None, "parameters": None,
             "request_id": None, "request_parameters": None, **options}  # fmt: skip
     return kserve.run(REST_INFER, **args)
 
 
-def grpc_infer(kserve: KServeSession, served: Served, model: str, data: Any, **options: Any) -> dict[str, Any]:
+def grpc_infer(kserve: KServeSession, served: OipServer, model: str, data: Any, **options: Any) -> dict[str, Any]:
     args = {"url": served.grpc, "model": model, "data": data, "name": "input", "shape": [len(data), 4],
             "datatype": "FP32", "dtype": "float32", "binary": True, "requested": None, "request_id": None,
             "version": None, "request_parameters": None, **options}  # fmt: skip
@@ -155,7 +157,7 @@ def assert_iris(found: dict[str, Any], expected: dict[str, np.ndarray]) -> None:
 # --- REST (protocol v2) ---------------------------------------------------------------------------------------------
 
 
-def test_rest_health_and_model_ready(kserve: KServeSession, served: Served) -> None:
+def test_rest_health_and_model_ready(kserve: KServeSession, served: OipServer) -> None:
     """ "A 200 status code indicates true and a 4xx status code indicates false." (health APIs)"""
     found = kserve.run(
         REST_CLIENT
@@ -166,14 +168,14 @@ try:
 finally:
     await client.close()
 """,
-        url=served.rest,
+        url=served.url,
     )
     assert found == [True, True, True, False]
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_rest_infer_iris_equals_onnxruntime(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray], binary: bool
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray], binary: bool
 ) -> None:
     """FP32 input from ``set_data_from_numpy`` as JSON ``data`` or as Triton's binary extension (the client then
     sends ``Inference-Header-Content-Length`` and ``binary_data_size``); requested outputs come back in the order
@@ -187,7 +189,7 @@ def test_rest_infer_iris_equals_onnxruntime(
 
 
 def test_rest_binary_outputs_are_decoded_by_the_client(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray]
 ) -> None:
     """Outputs asked for with ``binary_data: true`` come back after the JSON header; ``InferResponse.from_bytes``
     slices them by ``binary_data_size``."""
@@ -200,7 +202,7 @@ def test_rest_binary_outputs_are_decoded_by_the_client(
 
 
 def test_rest_all_outputs_binary_without_naming_them(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray]
 ) -> None:
     found = rest_infer(
         kserve, served, "iris", IRIS.tolist(), binary=True, request_parameters={"binary_data_output": True}
@@ -210,7 +212,7 @@ def test_rest_all_outputs_binary_without_naming_them(
 
 
 def test_rest_one_requested_output_only(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray]
 ) -> None:
     """ "outputs: The output tensors requested for this inference. [...] If not specified all outputs produced by
     the model will be returned" — so naming one returns that one."""
@@ -219,13 +221,13 @@ def test_rest_one_requested_output_only(
     assert np.array_equal(array(found["outputs"]["label"]), iris_expected["label"])
 
 
-def test_rest_id_is_generated_by_the_client_when_none_is_given(kserve: KServeSession, served: Served) -> None:
+def test_rest_id_is_generated_by_the_client_when_none_is_given(kserve: KServeSession, served: OipServer) -> None:
     found = rest_infer(kserve, served, "iris", IRIS[:1].tolist())
     assert len(found["id"]) == 36  # kserve's to_rest() puts a uuid4 in every request; we echo it
 
 
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
-def test_rest_bytes_round_trip(kserve: KServeSession, served: Served, binary: bool) -> None:
+def test_rest_bytes_round_trip(kserve: KServeSession, served: OipServer, binary: bool) -> None:
     """BYTES as a list of strings in JSON, or Triton's 4-byte length prefix per element in binary, both ways."""
     found = rest_infer(
         kserve, served, "identity_bytes", TEXT, name="INPUT0", shape=[2, 3], datatype="BYTES", dtype="object",
@@ -236,7 +238,7 @@ def test_rest_bytes_round_trip(kserve: KServeSession, served: Served, binary: bo
     assert list(got.ravel()) == TEXT  # InferResponse.from_bytes turns binary BYTES into str (UTF-8) too
 
 
-def test_rest_unknown_model_raises_with_our_message(kserve: KServeSession, served: Served) -> None:
+def test_rest_unknown_model_raises_with_our_message(kserve: KServeSession, served: OipServer) -> None:
     """ "A failed inference request must be indicated by an HTTP error status [...] The HTTP body must contain the
     $inference_error_response object" — the client's HTTPStatusError carries our ``error`` text."""
     with pytest.raises(KServeRaised) as raised:
@@ -248,7 +250,7 @@ def test_rest_unknown_model_raises_with_our_message(kserve: KServeSession, serve
 @pytest.mark.parametrize(("options", "message"), INVALID_INPUTS, ids=["datatype", "shape", "name"])
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 def test_rest_invalid_input_is_400_with_our_message(
-    kserve: KServeSession, served: Served, options: dict[str, Any], message: str, binary: bool
+    kserve: KServeSession, served: OipServer, options: dict[str, Any], message: str, binary: bool
 ) -> None:
     with pytest.raises(KServeRaised) as raised:
         rest_infer(kserve, served, "iris", IRIS.tolist(), binary=binary, **options)
@@ -259,7 +261,7 @@ def test_rest_invalid_input_is_400_with_our_message(
 # --- gRPC -----------------------------------------------------------------------------------------------------------
 
 
-def test_grpc_health_and_model_ready(kserve: KServeSession, served: Served) -> None:
+def test_grpc_health_and_model_ready(kserve: KServeSession, served: OipServer) -> None:
     found = kserve.run(
         """
 client = kserve.InferenceGRPCClient(url, timeout=30, retries=0)
@@ -273,7 +275,7 @@ finally:
     assert found == [True, True, True]
 
 
-def test_grpc_model_ready_of_an_unknown_model_is_not_found(kserve: KServeSession, served: Served) -> None:
+def test_grpc_model_ready_of_an_unknown_model_is_not_found(kserve: KServeSession, served: OipServer) -> None:
     """ "errors are indicated by the google.rpc.Status returned for the request. The OK code indicates success and
     other codes indicate failure." """
     with pytest.raises(KServeRaised) as raised:
@@ -292,7 +294,7 @@ finally:
 
 @pytest.mark.parametrize("binary", [True, False], ids=["raw", "typed"])
 def test_grpc_infer_iris_equals_onnxruntime(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray], binary: bool
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray], binary: bool
 ) -> None:
     """``set_data_from_numpy(binary_data=True)`` sends ``raw_input_contents``; False sends typed ``contents``
     (fp32_contents). Our outputs come back raw ("raw_output_contents"), which ``InferResponse.from_grpc`` reads."""
@@ -306,7 +308,7 @@ def test_grpc_infer_iris_equals_onnxruntime(
 
 
 def test_grpc_version_and_one_output(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray]
 ) -> None:
     found = grpc_infer(kserve, served, "iris", IRIS.tolist(), requested=["probabilities"], version="1")
     assert found["order"] == ["probabilities"] and found["model_version"] == "1"
@@ -314,7 +316,7 @@ def test_grpc_version_and_one_output(
 
 
 @pytest.mark.parametrize("binary", [True, False], ids=["raw", "typed"])
-def test_grpc_bytes_round_trip(kserve: KServeSession, served: Served, binary: bool) -> None:
+def test_grpc_bytes_round_trip(kserve: KServeSession, served: OipServer, binary: bool) -> None:
     found = grpc_infer(
         kserve, served, "identity_bytes", TEXT, name="INPUT0", shape=[2, 3], datatype="BYTES", dtype="object",
         binary=binary,
@@ -323,7 +325,7 @@ def test_grpc_bytes_round_trip(kserve: KServeSession, served: Served, binary: bo
     assert got.shape == (2, 3) and [v.encode("latin-1").decode() for v in got.ravel()] == TEXT
 
 
-def test_grpc_unknown_model_is_not_found_with_our_message(kserve: KServeSession, served: Served) -> None:
+def test_grpc_unknown_model_is_not_found_with_our_message(kserve: KServeSession, served: OipServer) -> None:
     with pytest.raises(KServeRaised) as raised:
         grpc_infer(kserve, served, "no_such_model", IRIS.tolist())
     assert raised.value.code == "NOT_FOUND"
@@ -333,7 +335,7 @@ def test_grpc_unknown_model_is_not_found_with_our_message(kserve: KServeSession,
 @pytest.mark.parametrize(("options", "message"), INVALID_INPUTS, ids=["datatype", "shape", "name"])
 @pytest.mark.parametrize("binary", [True, False], ids=["raw", "typed"])
 def test_grpc_invalid_input_is_invalid_argument_with_our_message(
-    kserve: KServeSession, served: Served, options: dict[str, Any], message: str, binary: bool
+    kserve: KServeSession, served: OipServer, options: dict[str, Any], message: str, binary: bool
 ) -> None:
     with pytest.raises(KServeRaised) as raised:
         grpc_infer(kserve, served, "iris", IRIS.tolist(), binary=binary, **options)
@@ -353,7 +355,7 @@ ROUND_TRIPS = [
 
 @pytest.mark.parametrize(("transport", "datatype", "binary"), ROUND_TRIPS)
 def test_every_datatype_round_trips(
-    kserve: KServeSession, served: Served, transport: str, datatype: str, binary: bool
+    kserve: KServeSession, served: OipServer, transport: str, datatype: str, binary: bool
 ) -> None:
     values, expected = SAMPLES[datatype]
     infer = rest_infer if transport == "rest" else grpc_infer
@@ -396,11 +398,13 @@ request = kserve.InferRequest("iris", [item])
 )
 
 
-def test_data_that_does_not_match_the_shape_is_refused_with_our_message(kserve: KServeSession, served: Served) -> None:
+def test_data_that_does_not_match_the_shape_is_refused_with_our_message(
+    kserve: KServeSession, served: OipServer
+) -> None:
     """ "shape: The shape of the input tensor." — 12 values for a [2, 4] tensor is an invalid request (400 /
     INVALID_ARGUMENT), whichever transport the client took."""
     with pytest.raises(KServeRaised) as rest:
-        kserve.run(MISCOUNT, url=served.rest, rest=True)
+        kserve.run(MISCOUNT, url=served.url, rest=True)
     with pytest.raises(KServeRaised) as grpc:
         kserve.run(MISCOUNT, url=served.grpc, rest=False)
     assert rest.value.status == 400 and grpc.value.code == "INVALID_ARGUMENT"
@@ -429,12 +433,12 @@ finally:
 """
 
 
-def test_not_ready_is_false_or_a_4xx(kserve: KServeSession, unready_served: Served) -> None:
+def test_not_ready_is_false_or_a_4xx(kserve: KServeSession, unready_served: OipServer) -> None:
     """ "The 'server ready' health API indicates if all the models are ready for inferencing." and, over REST, "A 200
     status code indicates true and a 4xx status code indicates false." kserve's ``is_server_ready`` raises on any
     non-2xx answer instead of returning False (it expects 200 ``{"ready": false}``, which KServe's own server
     sends): we keep the spec's 4xx, with ``{"ready": false}`` in the body for such clients to read."""
-    found = kserve.run(UNREADY, rest_url=unready_served.rest, grpc_url=unready_served.grpc)
+    found = kserve.run(UNREADY, rest_url=unready_served.url, grpc_url=unready_served.grpc)
     assert found["rest_model"] == [True, False]
     assert found["grpc"] == [False, True, False]
     assert found["rest_server"] == {"status": 400, "body": {"ready": False}}
@@ -445,7 +449,7 @@ def test_not_ready_is_false_or_a_4xx(kserve: KServeSession, unready_served: Serv
 
 @pytest.mark.parametrize("transport", ["rest", "grpc"])
 def test_request_parameters_are_accepted(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray], transport: str
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray], transport: str
 ) -> None:
     """ "parameters: An optional object containing zero or more parameters for this inference request" — the client
     sends string, integer and boolean values (``InferParameter`` over gRPC)."""
@@ -456,7 +460,7 @@ def test_request_parameters_are_accepted(
 
 @pytest.mark.parametrize(("transport", "binary"), [("rest", False), ("rest", True), ("grpc", False), ("grpc", True)])
 def test_an_empty_batch_answers_empty_outputs(
-    kserve: KServeSession, served: Served, transport: str, binary: bool
+    kserve: KServeSession, served: OipServer, transport: str, binary: bool
 ) -> None:
     infer = rest_infer if transport == "rest" else grpc_infer
     found = infer(kserve, served, "iris", [], shape=[0, 4], binary=binary)
@@ -477,9 +481,11 @@ request = kserve.InferRequest("identity_fp32", [item])
 def test_requests_over_the_limits_are_refused_with_our_message(kserve: KServeSession, repository: Path) -> None:
     """With a 6 MiB limit (``--max-body-bytes``), an 8 MB REST body is over it (413); so is an 80 MB gRPC message
     (RESOURCE_EXHAUSTED, from grpc before the message is read): the client shows why, neither hangs."""
-    with serve(repository, "--max-body-bytes", str(LIMIT)) as limited:
+    with oip_serve(
+        "--model-repository", str(repository), "--max-body-bytes", str(LIMIT), grpc=True, workers=1, probe=live
+    ) as limited:
         with pytest.raises(KServeRaised) as rest:
-            kserve.run(BIG, url=limited.rest, rest=True, rows=500_000)
+            kserve.run(BIG, url=limited.url, rest=True, rows=500_000)
         assert rest.value.status == 413 and "OIP_MAX_BODY_BYTES" in rest.value.message
         with pytest.raises(KServeRaised) as grpc:
             kserve.run(BIG, url=limited.grpc, rest=False, rows=5_000_000)
@@ -505,13 +511,13 @@ finally:
 
 
 def test_v1_liveness_readiness_and_predict(
-    kserve: KServeSession, served: Served, iris_expected: dict[str, np.ndarray]
+    kserve: KServeSession, served: OipServer, iris_expected: dict[str, np.ndarray]
 ) -> None:
     """No protocol text defines V1 liveness: KServe's client reads it from ``GET /`` as ``{"status":
     "alive"}`` (``is_server_live``: ``response.json().get("status").lower() == "alive"``), which KServe's own model
     server answers (python/kserve/kserve/protocol/rest/server.py: ``root_router.add_api_route(r"/",
     self.dataplane.live)``; dataplane.py: ``return {"status": "alive"}``), and so does this server."""
-    found = kserve.run(V1, url=served.rest, rows=IRIS.tolist())
+    found = kserve.run(V1, url=served.url, rows=IRIS.tolist())
     assert found["live"] is True and found["ready"] is True
     predictions = found["predict"]["predictions"]
     assert np.array_equal(

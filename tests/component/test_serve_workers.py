@@ -23,12 +23,12 @@ import httpx
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
+from tests.support import procfs
 from tests.support.servers import (
     STARTUP_TIMEOUT,
     Child,
     HeldPort,
     OipServer,
-    children,
     launch,
     oip_serve,
     serve_command,
@@ -38,50 +38,9 @@ from tests.support.servers import (
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
 
 
-@dataclass
-class Served:
-    server: OipServer
-
-    @property
-    def process(self) -> subprocess.Popen[bytes]:
-        return self.server.child.popen
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    @property
-    def port(self) -> int:
-        return self.server.port
-
-    def output(self) -> str:
-        return self.server.child.text()
-
-    def workers(self) -> set[int]:
-        """The supervisor's worker processes: forked from it, so with its command line (a spawned worker's is
-        ``python -c 'from multiprocessing.spawn import spawn_main; ...'``: none is found then)."""
-        supervisor = _cmdline(self.process.pid)
-        return {pid for pid in children(self.process.pid) if _cmdline(pid) == supervisor}
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _status(pid: int, field: str) -> str:
-    """A field of ``/proc/<pid>/status`` (``Threads``, ``SigCgt``...)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return line.split(":", 1)[1].strip()
-    raise KeyError(field)
-
-
 def _caught(pid: int) -> set[signal.Signals]:
     """The signals a process has a handler for."""
-    mask = int(_status(pid, "SigCgt"), 16)
+    mask = int(procfs.status(pid, "SigCgt"), 16)
     return {sig for sig in signal.Signals if mask & (1 << (sig - 1))}
 
 
@@ -90,7 +49,7 @@ def _mapped(pid: int, library: str) -> bool:
     return library in Path(f"/proc/{pid}/maps").read_text()
 
 
-def _wait_for_workers(served: Served, count: int = 2) -> set[int]:
+def _wait_for_workers(served: OipServer, count: int = 2) -> set[int]:
     return wait_for(lambda: found if len(found := served.workers()) >= count else set(), f"{count} workers")
 
 
@@ -158,14 +117,14 @@ def serve(
     probe: Callable[[str], bool] = _answers,
     env: dict[str, str] | None = None,
     grpc: bool = False,
-) -> Iterator[Served]:
+) -> Iterator[OipServer]:
     """``oip serve`` (in ``env``, default this process's) until ``probe`` (default: an inference) succeeds; stopped
     with every worker it started when the block ends."""
     environment = {**(os.environ if env is None else env), "OIP_LOG_LEVEL": "warning"}
     with oip_serve(
         "--model-repository", str(repository), *args, env=environment, grpc=grpc, probe=lambda found: probe(found.url)
     ) as server:
-        yield Served(server)
+        yield server
 
 
 def test_workers_share_one_port_and_each_serves(iris_repository: Path) -> None:
@@ -207,15 +166,13 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Pa
         def read_by_workers() -> bool:
             """Each request's connection is accepted by a worker, which has read all that was sent (its head)."""
             owned = set().union(*(_socket_inodes(pid) for pid in workers))
-            read = {row.remote_port for row in _tcp(served.process.pid) if row.local_port == served.port
+            read = {row.remote_port for row in _tcp(served.pid) if row.local_port == served.port
                     and row.state == "01" and row.unread == 0 and row.inode in owned}  # fmt: skip
             return clients <= read
 
         wait_for(read_by_workers, "the workers did not read the requests' heads")
-        listening = {
-            row.inode for row in _tcp(served.process.pid) if row.local_port == served.port and row.state == "0A"
-        }
-        served.process.send_signal(signal.SIGTERM)
+        listening = {row.inode for row in _tcp(served.pid) if row.local_port == served.port and row.state == "0A"}
+        served.child.popen.send_signal(signal.SIGTERM)
         # A draining worker has closed its listening socket (uvicorn's shutdown) and waits for its requests.
         wait_for(lambda: all(not _socket_inodes(pid) & listening for pid in workers), "the workers did not drain")
         answers = []
@@ -225,7 +182,7 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Pa
             answers.append(connection.recv(65536).decode(errors="replace"))
             connection.close()
         assert all(answer.startswith("HTTP/1.1 200") for answer in answers), answers
-        assert served.process.wait(timeout=30) == 0
+        assert served.child.popen.wait(timeout=30) == 0
         assert not _answers(served.url)
 
 
@@ -284,8 +241,8 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_grpc(iris_
 
     with serve(iris_repository, "--workers", "2", grpc=True) as served:
         workers = _wait_for_workers(served)
-        supervisor = served.process.pid
-        assert _status(supervisor, "Threads") == "1"
+        supervisor = served.pid
+        assert procfs.status(supervisor, "Threads") == "1"
         assert _mapped(supervisor, "_multiarray_umath"), "numpy was not preloaded in the supervisor"
         assert _mapped(supervisor, "onnxruntime_pybind11_state"), "onnxruntime was not preloaded"
         assert not _mapped(supervisor, "cygrpc")
@@ -296,7 +253,7 @@ def test_workers_are_forked_from_a_single_threaded_supervisor_without_grpc(iris_
             assert _mapped(pid, "onnxruntime_pybind11_state")
             assert not {signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU} & _caught(pid)
             assert signal.SIGTERM in _caught(pid)  # uvicorn's own handler: drain, then exit
-        client = triton_grpc.InferenceServerClient(str(served.server.grpc))
+        client = triton_grpc.InferenceServerClient(str(served.grpc))
         assert all(client.is_server_ready() for _ in range(10))
 
 
@@ -419,8 +376,8 @@ def test_with_telemetry_on_the_workers_import_onnxruntime_themselves(iris_reposi
     env.update(ORT_DISABLE_TELEMETRY="0", HOME=str(tmp_path))  # the uploader writes its store under $HOME
     with serve(iris_repository, "--workers", "2", env=env) as served:
         workers = _wait_for_workers(served)
-        assert _status(served.process.pid, "Threads") == "1"
-        assert not _mapped(served.process.pid, "onnxruntime_pybind11_state")
+        assert procfs.status(served.pid, "Threads") == "1"
+        assert not _mapped(served.pid, "onnxruntime_pybind11_state")
         imported = lambda: all(_mapped(pid, "onnxruntime_pybind11_state") for pid in workers)  # noqa: E731
         wait_for(imported, "a worker did not import onnxruntime")
         assert all(_answers(served.url) for _ in range(4))
@@ -458,16 +415,16 @@ def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repo
 
     with serve(iris_repository, "--workers", "2") as served:
         first = _wait_for_workers(served)
-        served.process.send_signal(signal.SIGHUP)
+        served.child.popen.send_signal(signal.SIGHUP)
         fresh = until(lambda now: len(now) == 2 and not now & first, "the workers were not replaced")
         assert all(_answers(served.url) for _ in range(10))
-        served.process.send_signal(signal.SIGTTIN)
+        served.child.popen.send_signal(signal.SIGTTIN)
         until(lambda now: len(now) == 3 and fresh < now, "no third worker")
-        served.process.send_signal(signal.SIGTTOU)
+        served.child.popen.send_signal(signal.SIGTTOU)
         until(lambda now: len(now) == 2, "the third worker did not stop")
-        served.process.send_signal(signal.SIGUSR1)  # caught and let be, as uvicorn's supervisor does
+        served.child.popen.send_signal(signal.SIGUSR1)  # caught and let be, as uvicorn's supervisor does
         assert all(_answers(served.url) for _ in range(10))
-        assert served.process.poll() is None
+        assert served.child.popen.poll() is None
 
 
 def _stopped(pid: int) -> bool:
@@ -489,7 +446,10 @@ def _connect_while_stopped(child: Child, port: int) -> tuple[socket.socket, dict
         os.killpg(child.pid, signal.SIGSTOP)
         try:
             wait_for(lambda: _stopped(child.pid), "oip serve did not stop")
-            seen = {"children": children(child.pid), "onnxruntime": _mapped(child.pid, "onnxruntime_pybind11_state")}
+            seen = {
+                "children": procfs.children(child.pid),
+                "onnxruntime": _mapped(child.pid, "onnxruntime_pybind11_state"),
+            }
             try:
                 return socket.create_connection(("127.0.0.1", port), timeout=60), seen
             except ConnectionRefusedError:

@@ -19,7 +19,8 @@ from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
 from tests.support.metrics_scrape import Scrape, scrape
 from tests.support.onnx_models import OPSET
 from tests.support.overload_models import forever
-from tests.support.servers import OipServer, children, live, oip_serve, ready
+from tests.support.procfs import children
+from tests.support.servers import OipServer, live, oip_serve, ready
 from tests.support.shadow_models import classifier_repository, rows
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
-from tests.support.server_processes import group_alive, listening, workers
+from tests.support.procfs import group_alive, listening, workers
 from tests.support.servers import HeldPort, OipServer, launch, oip_serve, serve_command, wait_for
 
 IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}

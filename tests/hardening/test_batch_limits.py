@@ -33,7 +33,7 @@ from handler.runtime import container
 from handler.runtime.container import build_dataplane
 from handler.runtime.loop import run
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
-from tests.support.oip_process import IRIS_REQUEST
+from tests.support.iris_requests import IRIS_REQUEST
 
 MiB = 1 << 20
 LINE = json.dumps(IRIS_REQUEST).encode()

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
-from tests.support.servers import wait_for
+from tests.support.iris_requests import IRIS_REQUEST, iris_answers, normal_requests
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
 REQUEST_BUDGET = 2 * MiB
@@ -30,7 +30,7 @@ def _padded(size: int) -> bytes:
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
     env = {"OIP_MAX_REQUEST_BYTES": str(REQUEST_BUDGET), "OIP_MAX_INFLIGHT_BYTES": str(INFLIGHT_BUDGET)}
-    with oip_serve(env=env) as served:
+    with oip_serve(env=env, workers=1, log_level="warning") as served:
         yield served
 
 
@@ -106,7 +106,7 @@ def test_bodies_over_the_bytes_in_flight_get_503_while_one_is_held(server: OipSe
 
 def test_oip_serve_takes_bodies_over_lambdas_6_mb_by_default() -> None:
     body = _padded(7 * MiB)
-    with oip_serve() as served:
+    with oip_serve(workers=1, log_level="warning") as served:
         answer = httpx.post(f"{served.url}/v2/models/iris/infer", content=body, timeout=60)
         assert answer.status_code == 200, answer.text
         refused = HalfSent(served.url, b" " * (65 * MiB), 0).answer()

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.oip_process import OipServer, iris_answers, oip_serve
+from tests.support.iris_requests import iris_answers
+from tests.support.servers import OipServer, oip_serve
 
 #: Elements of the BYTES tensor: parsed one by one, they cost the server about a second of CPU.
 ELEMENTS = 2_000_000
@@ -21,7 +22,7 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve() as served:
+    with oip_serve(workers=1, log_level="warning") as served:
         yield served
 
 

@@ -14,8 +14,8 @@ from contextlib import ExitStack
 import httpx
 import pytest
 
-from tests.support.oip_process import OipServer, iris_answers, normal_requests, oip_serve
-from tests.support.servers import wait_for
+from tests.support.iris_requests import iris_answers, normal_requests
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
 TIMEOUTS = ("--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1")
@@ -24,7 +24,7 @@ PARTIAL_HEAD = b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nConte
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve(*TIMEOUTS, "--max-connections", "600") as served:
+    with oip_serve(*TIMEOUTS, "--max-connections", "600", workers=1, log_level="warning") as served:
         yield served
 
 
@@ -150,7 +150,10 @@ def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer)
 def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
     """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
     ``--max-connections 600``: a request gets 503 until they go."""
-    with oip_serve("--header-timeout", "60", "--max-connections", "600") as server, ExitStack() as stack:
+    with (
+        oip_serve("--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning") as server,
+        ExitStack() as stack,
+    ):
         files = server.open_files()
         idle = [stack.enter_context(_connect(server)) for _ in range(600)]
         # all accepted (give or take a connection of the readiness probe that closes meanwhile)

@@ -31,8 +31,7 @@ from handler.server import build_app
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
 from tests.support import onnx_models
 from tests.support.buggy_backend import BuggyBackend
-from tests.support.grpc_serve import Served, serve
-from tests.support.servers import HeldPort, unique_name
+from tests.support.servers import HeldPort, OipServer, live, oip_serve, unique_name
 
 #: What an answer must never hold: onnxruntime's sources and C++ names, Python's class names and tracebacks.
 INTERNALS = re.compile(
@@ -61,17 +60,19 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(repository: Path) -> Iterator[Served]:
-    with serve(repository, "--exit-on-error", "false") as found:
+def served(repository: Path) -> Iterator[OipServer]:
+    with oip_serve(
+        "--model-repository", str(repository), "--exit-on-error", "false", grpc=True, workers=1, probe=live
+    ) as found:
         yield found
 
 
-def _rest_infer(served: Served, model: str, count: int) -> httpx.Response:
+def _rest_infer(served: OipServer, model: str, count: int) -> httpx.Response:
     document = {"inputs": [{"name": "INPUT0", "shape": [count], "datatype": "FP32", "data": [1.0] * count}]}
-    return httpx.post(f"{served.rest}/v2/models/{model}/infer", json=document, timeout=30)
+    return httpx.post(f"{served.url}/v2/models/{model}/infer", json=document, timeout=30)
 
 
-def _grpc_infer(served: Served, model: str, count: int) -> InferenceServerException:
+def _grpc_infer(served: OipServer, model: str, count: int) -> InferenceServerException:
     client = triton_grpc.InferenceServerClient(served.grpc)
     item = triton_grpc.InferInput("INPUT0", [count], "FP32")
     item.set_data_from_numpy(np.ones(count, np.float32))
@@ -80,7 +81,7 @@ def _grpc_infer(served: Served, model: str, count: int) -> InferenceServerExcept
     return failed.value
 
 
-def test_a_model_failing_at_run_time_answers_without_onnxruntimes_sources(served: Served, repository: Path) -> None:
+def test_a_model_failing_at_run_time_answers_without_onnxruntimes_sources(served: OipServer, repository: Path) -> None:
     response = _rest_infer(served, "fixed_reshape", 5)
     assert response.status_code == 500
     message = response.json()["error"]
@@ -94,7 +95,7 @@ def test_a_model_failing_at_run_time_answers_without_onnxruntimes_sources(served
     assert error.message() == message
 
 
-def test_a_model_that_cannot_load_is_named_without_the_servers_path(served: Served, repository: Path) -> None:
+def test_a_model_that_cannot_load_is_named_without_the_servers_path(served: OipServer, repository: Path) -> None:
     response = _rest_infer(served, "corrupt", 1)
     assert response.status_code == 503
     message = response.json()["error"]
@@ -102,16 +103,16 @@ def test_a_model_that_cannot_load_is_named_without_the_servers_path(served: Serv
     assert_no_internals(message, repository)
     error = _grpc_infer(served, "corrupt", 1)
     assert (error.status(), error.message()) == ("StatusCode.UNAVAILABLE", message)
-    rows = httpx.post(f"{served.rest}/v2/repository/index", timeout=30).json()
+    rows = httpx.post(f"{served.url}/v2/repository/index", timeout=30).json()
     grpc_rows = triton_grpc.InferenceServerClient(served.grpc).get_model_repository_index(as_json=True)["models"]
-    for text in (str(rows), str(grpc_rows), httpx.get(f"{served.rest}/v2/models/corrupt/versions/1/resource").text):
+    for text in (str(rows), str(grpc_rows), httpx.get(f"{served.url}/v2/models/corrupt/versions/1/resource").text):
         assert_no_internals(text, repository)
 
 
-def test_version_resources_show_the_path_inside_the_repository(served: Served, repository: Path) -> None:
-    (resource,) = httpx.get(f"{served.rest}/v2/models/identity/versions", timeout=30).json()["versions"]
+def test_version_resources_show_the_path_inside_the_repository(served: OipServer, repository: Path) -> None:
+    (resource,) = httpx.get(f"{served.url}/v2/models/identity/versions", timeout=30).json()["versions"]
     assert resource["deploymentUri"] == "identity/1"
-    failed = httpx.get(f"{served.rest}/v2/models/corrupt/versions/1/resource", timeout=30).json()
+    failed = httpx.get(f"{served.url}/v2/models/corrupt/versions/1/resource", timeout=30).json()
     assert failed["state"] == "FAILED" and failed["deploymentUri"] == "corrupt/1"
     assert_no_internals(str(failed), repository)
 
@@ -131,7 +132,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
-def test_malformed_protobuf_is_invalid_argument_with_a_plain_message(served: Served, body: bytes) -> None:
+def test_malformed_protobuf_is_invalid_argument_with_a_plain_message(served: OipServer, body: bytes) -> None:
     async def call() -> grpc.aio.AioRpcError:
         async with grpc.aio.insecure_channel(served.grpc) as channel:
             with pytest.raises(grpc.aio.AioRpcError) as failed:
@@ -144,7 +145,7 @@ def test_malformed_protobuf_is_invalid_argument_with_a_plain_message(served: Ser
     assert error.details() == "the request is not a valid inference.ModelInferRequest protobuf message"
 
 
-def test_a_malformed_message_in_a_stream_is_answered_and_the_stream_goes_on(served: Served) -> None:
+def test_a_malformed_message_in_a_stream_is_answered_and_the_stream_goes_on(served: OipServer) -> None:
     async def call() -> list[Any]:
         async with grpc.aio.insecure_channel(served.grpc) as channel:
             stream = channel.stream_stream(f"{SERVICE}/ModelStreamInfer")

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from tests.support.oip_process import IRIS_ROW, OipServer, normal_requests, oip_serve
+from tests.support.iris_requests import IRIS_ROW, normal_requests
+from tests.support.servers import OipServer, oip_serve
 
 #: Server CPU one refusal may cost, and ``/proc``'s unit of CPU time (a measured difference may be one off).
 BUDGET_S = 0.050
@@ -75,7 +76,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve(grpc=True) as served:
+    with oip_serve(grpc=True, workers=1, log_level="warning") as served:
         yield served
 
 

@@ -13,7 +13,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.support import servers
-from tests.support.oip_process import iris_answers
+from tests.support.iris_requests import iris_answers
 from tests.support.raw_grpc import RawChannel
 
 READY = "/inference.GRPCInferenceService/ServerReady"

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from tests.support.oip_process import OipServer, iris_answers, normal_requests, oip_serve
-from tests.support.servers import wait_for
+from tests.support.iris_requests import iris_answers, normal_requests
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
 #: The largest message the server under test accepts, as it arrives and decompressed.
@@ -25,7 +25,7 @@ LIMIT = 6 * MiB
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve("--max-body-bytes", str(LIMIT), grpc=True) as served:
+    with oip_serve("--max-body-bytes", str(LIMIT), grpc=True, workers=1, log_level="warning") as served:
         yield served
 
 
@@ -111,7 +111,9 @@ def test_memory_returns_after_five_invalid_large_messages() -> None:
     """The error path keeps no request in a reference cycle: five 40 MiB messages that fail (their data does not
     fit their shape) leave resident memory where it was, without waiting for a garbage collection. glibc is left to
     return freed memory as it does by default (OIP_MALLOC_KEEP_MB=0), so that what stays is what is referenced."""
-    with oip_serve("--max-body-bytes", str(48 * MiB), grpc=True, env={"OIP_MALLOC_KEEP_MB": "0"}) as server:
+    with oip_serve(
+        "--max-body-bytes", str(48 * MiB), grpc=True, env={"OIP_MALLOC_KEEP_MB": "0"}, workers=1, log_level="warning"
+    ) as server:
         assert server.grpc is not None
         iris_answers(server.url)
         before = server.rss()
@@ -127,7 +129,7 @@ def test_memory_returns_after_five_invalid_large_messages() -> None:
 
 def test_a_connection_that_never_finishes_the_handshake_is_closed() -> None:
     """Nothing sent, or HTTP/2's preface alone: closed after OIP_HEADER_TIMEOUT (grpc's own default is 120 s)."""
-    with oip_serve("--header-timeout", "1", grpc=True) as server:
+    with oip_serve("--header-timeout", "1", grpc=True, workers=1, log_level="warning") as server:
         assert server.grpc is not None
         host, port = server.grpc.rsplit(":", 1)
         for sent in (b"", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"):

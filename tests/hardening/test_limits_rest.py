@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.support.oip_process import IRIS_REQUEST, OipServer, iris_answers, normal_requests, oip_serve
-from tests.support.servers import wait_for
+from tests.support.iris_requests import IRIS_REQUEST, iris_answers, normal_requests
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
 #: The largest body the server under test accepts, after decompression.
@@ -29,7 +29,7 @@ MANY_INPUTS = ('{"inputs":[' + ",".join([json.dumps(ENTRY, separators=(",", ":")
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve("--max-body-bytes", str(LIMIT)) as served:
+    with oip_serve("--max-body-bytes", str(LIMIT), workers=1, log_level="warning") as served:
         yield served
 
 

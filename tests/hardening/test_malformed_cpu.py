@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from handler.cli.lambda_context import LocalLambdaContext
-from tests.support.oip_process import OipServer, oip_serve
+from tests.support.servers import OipServer, oip_serve
 
 #: Server CPU one refusal may cost.
 BUDGET_S = 0.050
@@ -125,7 +125,7 @@ def _encoded(body: bytes, zipped: bool) -> tuple[bytes, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[OipServer]:
-    with oip_serve() as served:
+    with oip_serve(workers=1, log_level="warning") as served:
         warm = httpx.post(f"{served.url}/v2/models/iris/infer", json={"inputs": [{"name": 1}]}, timeout=60)
         assert warm.status_code == 400  # pydantic imported, its schemas built
         yield served
@@ -236,7 +236,7 @@ def _grpc_requests() -> list[tuple[str, Any]]:
 
 
 def test_grpc_refuses_the_same_mistakes() -> None:
-    with oip_serve(grpc=True) as served:
+    with oip_serve(grpc=True, workers=1, log_level="warning") as served:
         assert served.grpc is not None
         with grpc.insecure_channel(served.grpc) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)

@@ -6,7 +6,6 @@ memory, CPU time), never from wall-clock time."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ import pytest
 
 from tests.integration.conftest import AWS_TEST_ENV
 from tests.support import onnx_models
-from tests.support.oip_process import OipServer, normal_requests, oip_serve
-from tests.support.servers import LOOPBACK, HeldPort, http_ok, running
+from tests.support.iris_requests import normal_requests
+from tests.support.servers import OipServer, moto_server, oip_serve
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,34 +69,28 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def setup(repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     """moto's server of its own (its recorder writes to a file of this test's), two objects in a bucket, and
     ``oip serve`` reading tensors under the bucket's ``tensors/``."""
-    from scripts.tool_env import executable
-
     workdir = tmp_path_factory.mktemp("moto")
     moto_env = {**AWS_TEST_ENV, "MOTO_RECORDER_FILEPATH": str(workdir / "recording.jsonl")}
-    with HeldPort() as held:
-        url = f"http://{LOOPBACK}:{held.port}"
-        command = [executable("moto", "moto_server"), "-p", str(held.port), "-H", LOOPBACK]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | moto_env
-        with running("moto_server", command, lambda _: http_ok(f"{url}/moto-api/data.json"), env=env, cwd=workdir):
-            s3 = boto3.client("s3", endpoint_url=url, **_credentials())
-            s3.create_bucket(Bucket="budget")
-            s3.put_object(Bucket="budget", Key="tensors/big", Body=bytes(BIG_ELEMENTS * 4))
-            s3.put_object(Bucket="budget", Key="tensors/words", Body=bytes(WORDS * 4))
-            s3.put_object(Bucket="budget", Key="tensors/small", Body=bytes(4 * 4))
-            server_env = {
-                **AWS_TEST_ENV,
-                "AWS_ENDPOINT_URL": url,
-                "OIP_S3_TENSOR_PREFIXES": "s3://budget/tensors/",
-                "OIP_MAX_REQUEST_BYTES": str(REQUEST_BUDGET),
-            }
-            with oip_serve("--model-repository", str(repository), env=server_env) as server:
-                # One small read first: the server's S3 client (boto3 and its data) is made then, so that what the
-                # tests measure of its memory is their own requests'.
-                warm = json.dumps({"inputs": [_reference("INPUT0", "s3://budget/tensors/small", [4])]})
-                answer = httpx.post(f"{server.url}/v2/models/vector/infer", content=warm,
-                                    headers={"content-type": "application/json"})  # fmt: skip
-                assert answer.status_code == 200, answer.text
-                yield Setup(server, Moto(url), "s3://budget/tensors/")
+    with moto_server(env=moto_env, drop=("AWS_",), cwd=workdir) as url:
+        s3 = boto3.client("s3", endpoint_url=url, **_credentials())
+        s3.create_bucket(Bucket="budget")
+        s3.put_object(Bucket="budget", Key="tensors/big", Body=bytes(BIG_ELEMENTS * 4))
+        s3.put_object(Bucket="budget", Key="tensors/words", Body=bytes(WORDS * 4))
+        s3.put_object(Bucket="budget", Key="tensors/small", Body=bytes(4 * 4))
+        server_env = {
+            **AWS_TEST_ENV,
+            "AWS_ENDPOINT_URL": url,
+            "OIP_S3_TENSOR_PREFIXES": "s3://budget/tensors/",
+            "OIP_MAX_REQUEST_BYTES": str(REQUEST_BUDGET),
+        }
+        with oip_serve("--model-repository", str(repository), env=server_env, workers=1, log_level="warning") as server:
+            # One small read first: the server's S3 client (boto3 and its data) is made then, so that what the
+            # tests measure of its memory is their own requests'.
+            warm = json.dumps({"inputs": [_reference("INPUT0", "s3://budget/tensors/small", [4])]})
+            answer = httpx.post(f"{server.url}/v2/models/vector/infer", content=warm,
+                                headers={"content-type": "application/json"})  # fmt: skip
+            assert answer.status_code == 200, answer.text
+            yield Setup(server, Moto(url), "s3://budget/tensors/")
 
 
 def _credentials() -> dict[str, str]:

@@ -20,7 +20,8 @@ from tritonclient.utils import InferenceServerException
 
 from handler.protocol.statistics_counters import read_snapshot
 from tests.support.metrics_scrape import dashboard_expressions
-from tests.support.servers import LOOPBACK, HeldPort, OipServer, children, oip_serve, running
+from tests.support.procfs import children
+from tests.support.servers import LOOPBACK, HeldPort, OipServer, oip_serve, running
 
 pytestmark = pytest.mark.integration
 

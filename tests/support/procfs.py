@@ -1,4 +1,5 @@
-"""What ``/proc`` says of a running ``oip serve``: its workers, the sockets they hold, the ports that listen."""
+"""What ``/proc`` says of a running server process: its children and workers, resident memory now and at its peak,
+CPU time, open files, the sockets it holds and the ports that listen."""
 
 from __future__ import annotations
 
@@ -6,9 +7,15 @@ import contextlib
 import os
 from pathlib import Path
 
-from tests.support.servers import children
-
 LISTENING = "0A"
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started and has not reaped; none once it has exited."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def cmdline(pid: int) -> str:
@@ -57,3 +64,32 @@ def group_alive(pgid: int) -> bool:
             if int(fields[2]) == pgid and fields[0] != "Z":
                 return True
     return False
+
+
+def status(pid: int, key: str) -> str:
+    """A field of ``/proc/<pid>/status`` (``VmRSS``, ``Threads``, ``SigCgt``...), as written there."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return line.split(":", 1)[1].strip()
+    raise KeyError(key)
+
+
+def rss(pid: int) -> int:
+    """Resident memory now, in bytes."""
+    return int(status(pid, "VmRSS").split()[0]) * 1024
+
+
+def peak_rss(pid: int) -> int:
+    """The most resident memory so far, in bytes."""
+    return int(status(pid, "VmHWM").split()[0]) * 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def open_files(pid: int) -> int:
+    """How many file descriptors it holds open."""
+    return len(os.listdir(f"/proc/{pid}/fd"))

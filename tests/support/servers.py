@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import httpx
 
+from tests.support import procfs
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -129,14 +131,6 @@ def wait_for(
     return value
 
 
-def children(pid: int) -> list[int]:
-    """The processes ``pid`` started and has not reaped (``/proc``); none once it has exited."""
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def _output_file(name: str) -> Path:
     """A new file under the temporary directory's ``oip-test-servers/`` (where files a day old are removed)."""
     directory = Path(tempfile.gettempdir()) / "oip-test-servers"
@@ -221,7 +215,8 @@ def serve_command(*args: str) -> list[str]:
 
 @dataclass(frozen=True)
 class OipServer:
-    """A running ``oip serve``."""
+    """A running ``oip serve``: where it listens, and what ``/proc`` says of its process (with one worker, the
+    server itself; else the supervisor, whose ``workers`` serve)."""
 
     child: Child
     port: int
@@ -245,6 +240,29 @@ class OipServer:
     def grpc(self) -> str | None:
         return f"{LOOPBACK}:{self.grpc_port}" if self.grpc_port else None
 
+    def output(self) -> str:
+        """Everything it wrote so far."""
+        return self.child.text()
+
+    def workers(self) -> set[int]:
+        """The worker processes its supervisor forked and has not reaped (none with ``--workers 1``)."""
+        return procfs.workers(self.pid)
+
+    def rss(self) -> int:
+        """Resident memory now, in bytes."""
+        return procfs.rss(self.pid)
+
+    def peak_rss(self) -> int:
+        """The most resident memory so far, in bytes."""
+        return procfs.peak_rss(self.pid)
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time so far."""
+        return procfs.cpu_seconds(self.pid)
+
+    def open_files(self) -> int:
+        return procfs.open_files(self.pid)
+
 
 def ready(server: OipServer) -> bool:
     """``/v2/health/ready`` answers 200, and so does the gRPC service's readiness when it has one."""
@@ -265,14 +283,16 @@ def oip_serve(
     grpc: bool = False,
     workers: int | None = None,
     access_log: bool | None = False,
+    log_level: str | None = None,
     metrics: bool = False,
     probe: Callable[[OipServer], bool] = ready,
     prefix: tuple[str, ...] = (),
 ) -> Iterator[OipServer]:
     """``oip serve ARGS`` on a held port (and a gRPC port with ``grpc``, a metrics port with ``metrics``, else
     metrics off: ``OIP_METRICS_PORT``), with ``--workers`` when given (else its default, the cores it may use),
-    ``--no-access-log`` unless ``access_log`` says otherwise (None: neither flag), in ``environment(env, drop)``,
-    run through ``prefix`` when given (e.g. ``("taskset", "-c", "0")``), until ``probe`` is true."""
+    ``--no-access-log`` unless ``access_log`` says otherwise (None: neither flag), ``--log-level`` when given, in
+    ``environment(env, drop)``, run through ``prefix`` when given (e.g. ``("taskset", "-c", "0")``), until
+    ``probe`` is true."""
     with contextlib.ExitStack() as held:
         port = held.enter_context(HeldPort()).port
         grpc_port = held.enter_context(HeldPort()).port if grpc else None
@@ -280,6 +300,7 @@ def oip_serve(
         flags = ["--port", str(port), *(["--grpc-port", str(grpc_port)] if grpc_port else [])]
         flags += ["--workers", str(workers)] if workers else []
         flags += [] if access_log is None else ["--access-log" if access_log else "--no-access-log"]
+        flags += ["--log-level", log_level] if log_level else []
         variables = environment(env, drop) | {"OIP_METRICS_PORT": str(metrics_port or 0)}
         child = launch("oip serve", [*prefix, *serve_command(*flags, *args)], env=variables)
         server = OipServer(child, port, grpc_port, metrics_port)
@@ -291,14 +312,19 @@ def oip_serve(
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """moto's standalone server (S3, SQS, ... over HTTP, from its tool venv) until it answers; its URL."""
+def moto_server(
+    env: Mapping[str, str] | None = None, drop: tuple[str, ...] = (), cwd: Path | None = None
+) -> Iterator[str]:
+    """moto's standalone server (S3, SQS, ... over HTTP, from its tool venv) until it answers, in
+    ``environment(env, drop)`` and ``cwd`` when given (e.g. ``MOTO_RECORDER_FILEPATH`` for its request recorder);
+    its URL."""
     from scripts.tool_env import executable
 
     with HeldPort() as held:
         url = f"http://{LOOPBACK}:{held.port}"
         command = [executable("moto", "moto_server"), "-p", str(held.port), "-H", LOOPBACK]
-        with running("moto_server", command, lambda _: _answers(f"{url}/moto-api/")):
+        variables = environment(env, drop)
+        with running("moto_server", command, lambda _: _answers(f"{url}/moto-api/"), env=variables, cwd=cwd):
             yield url
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.servers import HeldPort, ServerFailed, children, launch, running, wait_for
+from tests.support.procfs import children
+from tests.support.servers import HeldPort, ServerFailed, launch, running, wait_for
 
 PYTHON = sys.executable
 

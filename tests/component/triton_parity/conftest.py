@@ -7,7 +7,6 @@ read them on connections of their own.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,7 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 
 from tests.support import parity_repository as repository
-from tests.support.servers import oip_serve
-
-
-@dataclass(frozen=True)
-class Server:
-    """Where the server listens."""
-
-    http: str
-    grpc: str
-    repository: Path
+from tests.support.servers import OipServer, oip_serve
 
 
 @pytest.fixture(scope="session")
@@ -33,17 +23,16 @@ def parity_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(parity_repository: Path) -> Iterator[Server]:
+def server(parity_repository: Path) -> Iterator[OipServer]:
     with oip_serve("--model-repository", str(parity_repository), grpc=True, workers=1) as served:
-        assert served.grpc is not None
-        yield Server(served.address, served.grpc, parity_repository)
+        yield served
 
 
 @pytest.fixture
-def rest(server: Server) -> triton_http.InferenceServerClient:
-    return triton_http.InferenceServerClient(server.http)
+def rest(server: OipServer) -> triton_http.InferenceServerClient:
+    return triton_http.InferenceServerClient(server.address)
 
 
 @pytest.fixture
-def grpc_client(server: Server) -> triton_grpc.InferenceServerClient:
+def grpc_client(server: OipServer) -> triton_grpc.InferenceServerClient:
     return triton_grpc.InferenceServerClient(server.grpc)

@@ -12,17 +12,17 @@ import numpy as np
 import orjson
 import pytest
 
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 RAW = {"Inference-Header-Content-Length": "0", "Content-Type": "application/octet-stream"}
 
 
-def _post(server: Server, model: str, content: bytes | Iterator[bytes]) -> httpx.Response:
-    return httpx.post(f"http://{server.http}/v2/models/{model}/infer", content=content, headers=RAW, timeout=30)
+def _post(server: OipServer, model: str, content: bytes | Iterator[bytes]) -> httpx.Response:
+    return httpx.post(f"{server.url}/v2/models/{model}/infer", content=content, headers=RAW, timeout=30)
 
 
 @pytest.mark.parametrize("model", ["raw_strings", "simple_identity"])
-def test_raw_bytes_to_an_input_not_of_shape_one_is_tritons_400(server: Server, model: str) -> None:
+def test_raw_bytes_to_an_input_not_of_shape_one_is_tritons_400(server: OipServer, model: str) -> None:
     """``raw_strings`` has dims [2], ``simple_identity`` [-1]: Triton refuses both, in these words."""
     answer = _post(server, model, b"hello")
     assert answer.status_code == 400
@@ -37,7 +37,7 @@ def _chunks(data: bytes, size: int) -> Iterator[bytes]:
 
 
 @pytest.mark.parametrize("model", ["image_classifier", "raw_string"])
-def test_a_chunked_raw_request_to_a_batching_model_is_answered_as_its_unchunked_twin(server: Server, model: str):
+def test_a_chunked_raw_request_to_a_batching_model_is_answered_as_its_unchunked_twin(server: OipServer, model: str):
     if model == "image_classifier":
         body = np.random.default_rng(3).random((3, 8, 8), dtype=np.float32).tobytes()
     else:

@@ -17,7 +17,7 @@ import tritonclient.http as triton_http
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2, service_pb2, service_pb2_grpc
 
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 ROW = list(range(16))
 
@@ -61,10 +61,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_same_check_same_message_on_both_transports(server: Server, case: str) -> None:
+def test_same_check_same_message_on_both_transports(server: OipServer, case: str) -> None:
     inputs, outputs, message = CASES[case]
     body = {"inputs": inputs, "outputs": [{"name": name} for name in outputs]}
-    answer = httpx.post(f"http://{server.http}/v2/models/simple/infer", json=body)
+    answer = httpx.post(f"{server.url}/v2/models/simple/infer", json=body)
     assert answer.status_code == 400, answer.text
     with grpc.insecure_channel(server.grpc) as channel, pytest.raises(grpc.RpcError) as info:
         service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(_grpc_request(inputs, outputs))
@@ -73,12 +73,12 @@ def test_same_check_same_message_on_both_transports(server: Server, case: str) -
     assert info.value.details() == answer.json()["error"]
 
 
-def test_data_given_twice_is_refused_by_both_transports(server: Server) -> None:
+def test_data_given_twice_is_refused_by_both_transports(server: OipServer) -> None:
     """REST: ``data`` with ``binary_data_size``; gRPC: "raw_input_contents" with typed ``contents``."""
     header = b'{"inputs":[{"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":%s,' % str(ROW).encode()
     header += b'"parameters":{"binary_data_size":64}}]}'
     answer = httpx.post(
-        f"http://{server.http}/v2/models/simple/infer",
+        f"{server.url}/v2/models/simple/infer",
         content=header + bytes(64),
         headers={"Inference-Header-Content-Length": str(len(header)), "Content-Type": "application/octet-stream"},
     )
@@ -92,7 +92,7 @@ def test_data_given_twice_is_refused_by_both_transports(server: Server) -> None:
 
 
 def test_server_metadata_advertises_exactly_what_each_transport_serves(
-    server: Server, rest: triton_http.InferenceServerClient, grpc_client: triton_grpc.InferenceServerClient
+    server: OipServer, rest: triton_http.InferenceServerClient, grpc_client: triton_grpc.InferenceServerClient
 ) -> None:
     """Each transport lists the extensions it serves (the other tests here exercise each), no more.
 
@@ -103,7 +103,7 @@ def test_server_metadata_advertises_exactly_what_each_transport_serves(
     assert not {rpc for rpc in rpcs if "Version" in rpc}
     assert rest.get_server_metadata()["extensions"] == [*served_by_both, "model_versions"]
     assert list(grpc_client.get_server_metadata().extensions) == served_by_both
-    assert httpx.get(f"http://{server.http}/v2/models/simple/versions").status_code == 200
+    assert httpx.get(f"{server.url}/v2/models/simple/versions").status_code == 200
 
 
 @pytest.mark.parametrize("model", ["simple", "simple_string", "image_classifier", "reshaped"])
@@ -132,8 +132,8 @@ def test_model_config_of_an_unknown_model_is_not_found(
 
 
 @pytest.mark.parametrize("ready", [False, True])
-def test_repository_index_is_the_same_over_grpc(server: Server, ready: bool) -> None:
-    over_rest = httpx.post(f"http://{server.http}/v2/repository/index", json={"ready": ready}).json()
+def test_repository_index_is_the_same_over_grpc(server: OipServer, ready: bool) -> None:
+    over_rest = httpx.post(f"{server.url}/v2/repository/index", json={"ready": ready}).json()
     with grpc.insecure_channel(server.grpc) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
         over_grpc = stub.RepositoryIndex(service_pb2.RepositoryIndexRequest(ready=ready)).models
@@ -143,10 +143,10 @@ def test_repository_index_is_the_same_over_grpc(server: Server, ready: bool) -> 
     assert {"name": "simple", "version": "1", "state": "READY"} in over_rest
 
 
-def test_negative_dimensions_are_invalid_on_both_transports(server: Server) -> None:
+def test_negative_dimensions_are_invalid_on_both_transports(server: OipServer) -> None:
     """REST's schema says dimensions are unsigned; gRPC's int64 shapes are checked in protocol.checks."""
     inputs = [GOOD[0], _rest_input("INPUT1", [-1, 16], ROW)]
-    answer = httpx.post(f"http://{server.http}/v2/models/simple/infer", json={"inputs": inputs})
+    answer = httpx.post(f"{server.url}/v2/models/simple/infer", json={"inputs": inputs})
     with grpc.insecure_channel(server.grpc) as channel, pytest.raises(grpc.RpcError) as info:
         service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(_grpc_request(inputs, []))
     assert answer.status_code == 400 and "inputs.1.shape.0" in answer.json()["error"]

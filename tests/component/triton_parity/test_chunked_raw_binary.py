@@ -15,7 +15,7 @@ import orjson
 import pytest
 import requests
 
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 MODEL = "onnx_zero_1_float32"
 INPUT = np.arange(8, dtype=np.float32).tobytes()
@@ -25,10 +25,10 @@ CHUNKED = f"{len(INPUT):X}\r\n".encode() + INPUT + b"\r\n" + b"0\r\n\r\n"
 HEALTH = b"GET /v2/health/ready HTTP/1.1\r\nHost: triton\r\nConnection: close\r\n\r\n"
 
 
-def test_tritons_chunked_manually_is_answered_the_identity(server: Server) -> None:
+def test_tritons_chunked_manually_is_answered_the_identity(server: OipServer) -> None:
     """Triton's test, word for word but the address."""
     headers = {"Inference-Header-Content-Length": "0", "Transfer-Encoding": "chunked"}
-    answer = requests.post(f"http://{server.http}/v2/models/{MODEL}/infer", data=CHUNKED, headers=headers, timeout=30)
+    answer = requests.post(f"{server.url}/v2/models/{MODEL}/infer", data=CHUNKED, headers=headers, timeout=30)
     assert answer.request.headers["Content-Length"] == str(len(CHUNKED))  # both framings, as Triton receives them
     answer.raise_for_status()
     header_size = int(answer.headers["Inference-Header-Content-Length"])
@@ -36,9 +36,9 @@ def test_tritons_chunked_manually_is_answered_the_identity(server: Server) -> No
     assert orjson.loads(answer.content[:header_size])["outputs"][0]["shape"] == [1, 8]
 
 
-def _exchange(server: Server, data: bytes) -> bytes:
+def _exchange(server: OipServer, data: bytes) -> bytes:
     """Everything the server sends back on one connection given ``data``, until it closes the connection."""
-    host, port = server.http.rsplit(":", 1)
+    host, port = server.address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=60) as connection:
         connection.sendall(data)
         received = b""
@@ -66,7 +66,7 @@ def _identity(answer: bytes) -> bytes:
 
 @pytest.mark.parametrize("content_length", [len(CHUNKED), 5, 10**12], ids=["encoded", "shorter", "over-limit"])
 def test_both_framings_over_a_socket_are_read_by_the_chunks_and_the_connection_closed(
-    server: Server, content_length: int
+    server: OipServer, content_length: int
 ) -> None:
     """The chunks frame the body, whatever the Content-Length says (that of the encoded body, less than the chunks,
     more than the body limit, which without the chunks would be a 413); a request sent behind it on the same
@@ -75,7 +75,7 @@ def test_both_framings_over_a_socket_are_read_by_the_chunks_and_the_connection_c
     assert rest == b""  # closed: no answer to the health request, nor a connection left open
 
 
-def test_chunks_alone_keep_the_connection(server: Server) -> None:
+def test_chunks_alone_keep_the_connection(server: OipServer) -> None:
     """The same without the Content-Length: the request behind it on the connection is answered too."""
     rest = _identity(_exchange(server, _head(None) + CHUNKED + HEALTH))
     assert rest.startswith(b"HTTP/1.1 200 OK\r\n") and rest.endswith(b'{"ready":true}')

@@ -14,8 +14,8 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from tests.component.triton_parity.conftest import Server
 from tests.support import parity_repository as repository
+from tests.support.servers import OipServer
 
 IMAGES = np.random.default_rng(7).random((2, 3, 8, 8), dtype=np.float32)
 
@@ -42,8 +42,8 @@ def _infer(client: Any, module: Any, count: int, binary: bool = True) -> np.ndar
 
 
 @pytest.mark.parametrize("count", [1, 3, 10])
-def test_top_n_with_labels_same_over_rest_and_grpc(server: Server, count: int) -> None:
-    over_rest = _infer(triton_http.InferenceServerClient(server.http), triton_http, count)
+def test_top_n_with_labels_same_over_rest_and_grpc(server: OipServer, count: int) -> None:
+    over_rest = _infer(triton_http.InferenceServerClient(server.address), triton_http, count)
     over_grpc = _infer(triton_grpc.InferenceServerClient(server.grpc), triton_grpc, count)
     assert over_rest.shape == over_grpc.shape == (2, count)
     assert over_rest.tolist() == over_grpc.tolist()
@@ -53,19 +53,19 @@ def test_top_n_with_labels_same_over_rest_and_grpc(server: Server, count: int) -
     assert np.allclose([[float(v) for v, _, _ in row] for row in got], [[float(v) for v, _, _ in r] for r in want])
 
 
-def test_json_response_as_the_extension_text_shows(server: Server) -> None:
+def test_json_response_as_the_extension_text_shows(server: OipServer) -> None:
     body = {
         "inputs": [{"name": "image", "shape": [1, 3, 8, 8], "datatype": "FP32", "data": IMAGES[0].ravel().tolist()}],
         "outputs": [{"name": "probabilities", "parameters": {"classification": 2}}],
     }
-    output = httpx.post(f"http://{server.http}/v2/models/image_classifier/infer", json=body).json()["outputs"][0]
+    output = httpx.post(f"{server.url}/v2/models/image_classifier/infer", json=body).json()["outputs"][0]
     assert output["datatype"] == "BYTES" and output["shape"] == [1, 2]
     assert output["data"] == [item.decode() for item in expected(IMAGES[:1], 2)[0]]
 
 
-def test_a_count_over_the_classes_gives_every_class_as_triton_2_51_does(server: Server) -> None:
+def test_a_count_over_the_classes_gives_every_class_as_triton_2_51_does(server: OipServer) -> None:
     """Measured on tritonserver 2.51: classification 20 of a 10-element output answers the 10, sorted."""
-    over_rest = _infer(triton_http.InferenceServerClient(server.http), triton_http, 11)
+    over_rest = _infer(triton_http.InferenceServerClient(server.address), triton_http, 11)
     over_grpc = _infer(triton_grpc.InferenceServerClient(server.grpc), triton_grpc, 11)
     assert over_rest.shape == over_grpc.shape == (2, 10)
     assert over_rest.tolist() == over_grpc.tolist()
@@ -74,7 +74,7 @@ def test_a_count_over_the_classes_gives_every_class_as_triton_2_51_does(server: 
     ]
 
 
-def test_unlabelled_integer_output_prints_plain_integers(server: Server) -> None:
+def test_unlabelled_integer_output_prints_plain_integers(server: OipServer) -> None:
     """A batch of one: 0..15 + 1, so the top 2 are 16 (index 15) and 15 (index 14), printed as integers."""
     inputs = []
     for name, value in (("INPUT0", np.arange(16)), ("INPUT1", np.ones(16))):
@@ -94,14 +94,14 @@ def test_unlabelled_integer_output_prints_plain_integers(server: Server) -> None
     ],
 )
 def test_bad_classification_is_invalid_on_both(
-    server: Server, model: str, output: str, count: int, message: str
+    server: OipServer, model: str, output: str, count: int, message: str
 ) -> None:
     if model == "image_classifier":
         inputs = [{"name": "image", "shape": [1, 3, 8, 8], "datatype": "FP32", "data": [0.5] * 192}]
     else:
         inputs = [{"name": n, "shape": [1, 16], "datatype": "BYTES", "data": ["1"] * 16} for n in ("INPUT0", "INPUT1")]
     body = {"inputs": inputs, "outputs": [{"name": output, "parameters": {"classification": count}}]}
-    answer = httpx.post(f"http://{server.http}/v2/models/{model}/infer", json=body)
+    answer = httpx.post(f"{server.url}/v2/models/{model}/infer", json=body)
     assert answer.status_code == 400 and message in answer.json()["error"]
     grpc_inputs = []
     for item in inputs:
@@ -117,11 +117,11 @@ def test_bad_classification_is_invalid_on_both(
 
 
 @pytest.mark.parametrize("module", [triton_http, triton_grpc], ids=["rest", "grpc"])
-def test_a_classified_output_over_a_million_elements_is_tritons_400(server: Server, module: Any) -> None:
+def test_a_classified_output_over_a_million_elements_is_tritons_400(server: OipServer, module: Any) -> None:
     """Triton's ``qa/L0_parameters/class_count_test.py`` ``test_classification_output_tensor_too_large``: an
     identity of [1, 1000001] FP32 asked for 5 classes; Triton's ``TopkClassifications`` refuses a batch item of more
     than 1,000,000 elements with ``TRITONSERVER_ERROR_INVALID_ARG``."""
-    client = module.InferenceServerClient(server.http if module is triton_http else server.grpc)
+    client = module.InferenceServerClient(server.address if module is triton_http else server.grpc)
     inputs = [module.InferInput("INPUT0", [1, 1_000_001], "FP32")]
     inputs[0].set_data_from_numpy(np.ones((1, 1_000_001), dtype=np.float32))
     outputs = [module.InferRequestedOutput(name="OUTPUT0", class_count=5)]
@@ -132,7 +132,7 @@ def test_a_classified_output_over_a_million_elements_is_tritons_400(server: Serv
     assert info.value.status() == ("400" if module is triton_http else "StatusCode.INVALID_ARGUMENT")
 
 
-def test_a_million_elements_per_batch_item_are_still_classified(server: Server) -> None:
+def test_a_million_elements_per_batch_item_are_still_classified(server: OipServer) -> None:
     """The limit is per batch item, as Triton's: two items of 1,000,000 each are classified."""
     data = np.zeros((2, 1_000_000), dtype=np.float32)
     data[0, 999_999], data[1, 7] = 2.0, 3.0

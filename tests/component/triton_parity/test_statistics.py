@@ -22,7 +22,7 @@ import tritonclient.http as triton_http
 from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 PHASES = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
@@ -49,11 +49,11 @@ def _counts(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _rest_stats(server: Server, model: str) -> dict[str, Any]:
-    return triton_http.InferenceServerClient(server.http).get_inference_statistics(model)["model_stats"][0]
+def _rest_stats(server: OipServer, model: str) -> dict[str, Any]:
+    return triton_http.InferenceServerClient(server.address).get_inference_statistics(model)["model_stats"][0]
 
 
-def _grpc_stats(server: Server, model: str) -> dict[str, Any]:
+def _grpc_stats(server: OipServer, model: str) -> dict[str, Any]:
     message = triton_grpc.InferenceServerClient(server.grpc).get_inference_statistics(model)
     return json_format.MessageToDict(message, preserving_proto_field_name=True)["model_stats"][0]
 
@@ -75,10 +75,10 @@ def _send(client: Any, module: Any) -> None:
         client.infer("simple", [bad, _simple_inputs(module, 1)[1]])
 
 
-def test_same_requests_give_the_same_deltas_over_rest_and_grpc(server: Server) -> None:
+def test_same_requests_give_the_same_deltas_over_rest_and_grpc(server: OipServer) -> None:
     before = _counts(_rest_stats(server, "simple"))
     assert _counts(_grpc_stats(server, "simple")) == before
-    _send(triton_http.InferenceServerClient(server.http), triton_http)
+    _send(triton_http.InferenceServerClient(server.address), triton_http)
     middle = _counts(_rest_stats(server, "simple"))
     _send(triton_grpc.InferenceServerClient(server.grpc), triton_grpc)
     after = _counts(_grpc_stats(server, "simple"))
@@ -90,8 +90,8 @@ def test_same_requests_give_the_same_deltas_over_rest_and_grpc(server: Server) -
     assert over_rest["batches"] == {1: 1, 3: 2}
 
 
-def test_document_has_triton_shape_and_real_durations(server: Server) -> None:
-    client = triton_http.InferenceServerClient(server.http)
+def test_document_has_triton_shape_and_real_durations(server: OipServer) -> None:
+    client = triton_http.InferenceServerClient(server.address)
     client.infer("simple", _simple_inputs(triton_http, 2))
     stats = _rest_stats(server, "simple")
     assert stats["name"] == "simple" and stats["version"] == "1"
@@ -103,19 +103,19 @@ def test_document_has_triton_shape_and_real_durations(server: Server) -> None:
     assert set(batch) == {"batch_size", "compute_input", "compute_infer", "compute_output"}
 
 
-def test_all_models_and_one_version(server: Server) -> None:
-    every = httpx.get(f"http://{server.http}/v2/models/stats").json()["model_stats"]
+def test_all_models_and_one_version(server: OipServer) -> None:
+    every = httpx.get(f"{server.url}/v2/models/stats").json()["model_stats"]
     names = {(s["name"], s["version"]) for s in every}
     assert {("simple", "1"), ("image_classifier", "1"), ("reshaped", "1")} <= names
     over_grpc = triton_grpc.InferenceServerClient(server.grpc).get_inference_statistics("", as_json=True)
     assert {(s["name"], s["version"]) for s in over_grpc["model_stats"]} == names
-    one = httpx.get(f"http://{server.http}/v2/models/simple/versions/1/stats").json()["model_stats"]
+    one = httpx.get(f"{server.url}/v2/models/simple/versions/1/stats").json()["model_stats"]
     assert [(s["name"], s["version"]) for s in one] == [("simple", "1")]
 
 
 @pytest.mark.parametrize("path", ["absent/stats", "simple/versions/9/stats"])
-def test_unknown_model_or_version_is_not_found(server: Server, path: str) -> None:
-    answer = httpx.get(f"http://{server.http}/v2/models/{path}")
+def test_unknown_model_or_version_is_not_found(server: OipServer, path: str) -> None:
+    answer = httpx.get(f"{server.url}/v2/models/{path}")
     assert answer.status_code == 404 and "error" in answer.json()
     name, _, rest = path.partition("/")
     version = rest.split("/")[1] if rest.startswith("versions") else ""
@@ -125,7 +125,7 @@ def test_unknown_model_or_version_is_not_found(server: Server, path: str) -> Non
     assert info.value.message() == answer.json()["error"]
 
 
-def test_aio_grpc_client_reads_statistics(server: Server) -> None:
+def test_aio_grpc_client_reads_statistics(server: OipServer) -> None:
     async def main() -> tuple[int, int]:
         client = triton_grpc_aio.InferenceServerClient(server.grpc)
         try:

@@ -25,7 +25,7 @@ import tritonclient.http.aio as triton_http_aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 #: simple_http_infer_client.py: ``if not (ex.message().startswith("Request for unknown model"))``.
 UNKNOWN_MODEL = "Request for unknown model"
@@ -44,9 +44,9 @@ def _raised(call: Callable[[], Any]) -> InferenceServerException:
     return info.value
 
 
-def test_an_unknown_model_is_named_as_triton_names_it(server: Server) -> None:
+def test_an_unknown_model_is_named_as_triton_names_it(server: OipServer) -> None:
     """The examples send "wrong_model_name" to infer and to model metadata and look for Triton's phrase."""
-    rest, over_grpc = triton_http.InferenceServerClient(server.http), triton_grpc.InferenceServerClient(server.grpc)
+    rest, over_grpc = triton_http.InferenceServerClient(server.address), triton_grpc.InferenceServerClient(server.grpc)
     errors = [
         _raised(lambda: rest.infer("wrong_model_name", _simple_inputs(triton_http))),
         _raised(lambda: over_grpc.infer("wrong_model_name", _simple_inputs(triton_grpc))),
@@ -59,11 +59,11 @@ def test_an_unknown_model_is_named_as_triton_names_it(server: Server) -> None:
     assert version.message().startswith(UNKNOWN_MODEL + ": 'simple' version 7 is not found; available versions: 1")
 
 
-def test_an_unknown_model_is_named_as_triton_names_it_to_the_asyncio_clients(server: Server) -> None:
+def test_an_unknown_model_is_named_as_triton_names_it_to_the_asyncio_clients(server: OipServer) -> None:
     """simple_http_aio_infer_client.py and simple_grpc_aio_infer_client.py make the same check."""
 
     async def messages() -> list[str]:
-        rest = triton_http_aio.InferenceServerClient(server.http)
+        rest = triton_http_aio.InferenceServerClient(server.address)
         over_grpc = triton_grpc_aio.InferenceServerClient(server.grpc)
         found = []
         try:
@@ -91,12 +91,12 @@ IDENTITY_CASES = {
 
 @pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
 @pytest.mark.parametrize("case", IDENTITY_CASES)
-def test_bytes_with_nul_characters_come_back_unchanged(server: Server, case: str, binary: bool) -> None:
+def test_bytes_with_nul_characters_come_back_unchanged(server: OipServer, case: str, binary: bool) -> None:
     """The example's check: the same bytes back; over JSON, tritonclient hands BYTES back as ``str``."""
     array = IDENTITY_CASES[case]
     sent = array.astype(np.object_)
     expected = sent if binary else np.vectorize(bytes.decode, otypes=[np.object_])(sent)
-    rest, over_grpc = triton_http.InferenceServerClient(server.http), triton_grpc.InferenceServerClient(server.grpc)
+    rest, over_grpc = triton_http.InferenceServerClient(server.address), triton_grpc.InferenceServerClient(server.grpc)
     rest_input = triton_http.InferInput("INPUT0", list(array.shape), "BYTES")
     rest_input.set_data_from_numpy(array, binary_data=binary)
     rest_output = triton_http.InferRequestedOutput("OUTPUT0", binary_data=binary)
@@ -107,7 +107,7 @@ def test_bytes_with_nul_characters_come_back_unchanged(server: Server, case: str
     assert np.array_equal(over_rest, expected) and np.array_equal(over_grpc_result, sent)
 
 
-def test_int8_sent_as_explicit_int_contents(server: Server) -> None:
+def test_int8_sent_as_explicit_int_contents(server: OipServer) -> None:
     """grpc_explicit_int8_content_client.py fills INT8 inputs through ``contents.int_contents`` with the raw stub
     and reads both outputs from ``raw_output_contents`` as int8."""
     request = service_pb2.ModelInferRequest(model_name="simple_int8", model_version="")

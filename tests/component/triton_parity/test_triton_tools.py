@@ -18,7 +18,7 @@ import pytest
 
 from bench.perf_analyzer import measure, perf_analyzer
 from scripts.tool_env import executable
-from tests.component.triton_parity.conftest import Server
+from tests.support.servers import OipServer
 
 DRIVER = Path(__file__).resolve().parents[2] / "tool_scripts" / "pytriton_clients.py"
 A = np.arange(32, dtype=np.int32).reshape(2, 16)
@@ -27,16 +27,16 @@ B = np.full((2, 16), 3, np.int32)
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("protocol", "extra"), [("http", ()), ("grpc", ()), ("grpc", ("--streaming",))])
-def test_perf_analyzer_measures_simple(server: Server, protocol: str, extra: tuple[str, ...]) -> None:
+def test_perf_analyzer_measures_simple(server: OipServer, protocol: str, extra: tuple[str, ...]) -> None:
     """``--streaming`` drives Triton's ModelStreamInfer (gRPC only)."""
-    url = server.http if protocol == "http" else server.grpc
+    url = server.address if protocol == "http" else server.grpc
     result = measure(perf_analyzer(), url, "simple", protocol, concurrency=2, interval_ms=1000, stability=50,
                      extra=extra)  # fmt: skip
     assert result.infer_per_second > 0 and 0 < result.p50_us <= result.p99_us
 
 
-def pytriton_answers(server: Server, protocol: str) -> dict[str, Any]:
-    url = f"{protocol}://{server.http if protocol == 'http' else server.grpc}"
+def pytriton_answers(server: OipServer, protocol: str) -> dict[str, Any]:
+    url = f"{protocol}://{server.address if protocol == 'http' else server.grpc}"
     done = subprocess.run([executable("pytriton", "python"), str(DRIVER), url],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -44,7 +44,7 @@ def pytriton_answers(server: Server, protocol: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=["http", "grpc"])
-def answers(request: pytest.FixtureRequest, server: Server) -> dict[str, Any]:
+def answers(request: pytest.FixtureRequest, server: OipServer) -> dict[str, Any]:
     return pytriton_answers(server, request.param)
 
 
