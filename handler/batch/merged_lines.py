@@ -10,10 +10,16 @@ datatype, shape, the tensor limit, the model's counts) are made once for the gro
 it only in their data and id. The group's data is then converted in one ``np.array`` of the datatype, as the
 decoder converts one line's. Every other line, and every line of a group whose first line or merged data fails,
 is decoded alone (``job.parse_rows``), so that each gets the error it gets alone.
+
+A line that repeats a plain line's bytes but for its data array (its ``Template``: the bytes before and after the
+array), where that array holds nothing but numbers and commas (the element count of the shape), is in that line's
+group without being parsed alone: its data stays raw, and the group's raw data is parsed in one ``orjson.loads``
+(a group whose raw data does not parse, or converts to the wrong size, is decoded line by line, as above).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -70,6 +76,48 @@ class MergedLines:
         ]
 
 
+#: The bytes a raw data array (a ``Template``'s) may hold: JSON numbers, commas and whitespace.
+_NUMERIC_BYTES: Final = b"0123456789.eE+-, \t\r\n"
+_DATA_KEY: Final = b'"data":['
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A plain line's bytes before its data array (through its ``[``) and after it (from its ``]``), its group
+    key and id: a line with the same bytes around a flat array of ``commas + 1`` numbers is a line of that group."""
+
+    prefix: bytes
+    suffix: bytes
+    commas: int
+    key: tuple[Any, ...]
+    line_id: str | None
+
+    def data_of(self, raw: bytes) -> bytes | None:
+        """The raw data of a line of this form (its array's numbers, unparsed); None for any other line."""
+        prefix, suffix = self.prefix, self.suffix
+        if not len(prefix) + len(suffix) < len(raw) < MIN_FAST_BYTES:
+            return None
+        if not raw.startswith(prefix) or not raw.endswith(suffix):
+            return None
+        data = raw[len(prefix) : len(raw) - len(suffix)]
+        if data.count(b",") != self.commas or data.translate(None, _NUMERIC_BYTES):
+            return None
+        return data
+
+
+def _template(raw: bytes, key: tuple[Any, ...], line_id: str | None, data: list[Any]) -> Template | None:
+    """The ``Template`` of a plain line whose data is a flat array, written ``"data":[...]``, of as many numbers as
+    its shape has elements (the count every line of the template then has); else None."""
+    start = raw.find(_DATA_KEY)
+    if start < 0 or not data or len(data) != math.prod(key[4]) or any(type(value) is list for value in data):
+        return None
+    start += len(_DATA_KEY)
+    end = raw.find(b"]", start)
+    if end < 0 or raw[start:end].translate(None, _NUMERIC_BYTES):
+        return None
+    return Template(raw[:start], raw[end:], len(data) - 1, key, line_id)
+
+
 def _plain(raw: bytes, job: BatchJob) -> tuple[tuple[Any, ...], str, Any] | None:
     """A plain line's group key, id (None when it gives none) and data; None for any other line."""
     if isinstance(raw, OverlongLine) or len(raw) >= MIN_FAST_BYTES:
@@ -116,12 +164,22 @@ def group_lines(job: BatchJob, chunk: list[tuple[int, bytes]]) -> tuple[list[Mer
     the other lines, each to be decoded alone."""
     groups: dict[tuple[Any, ...], MergedLines] = {}
     alone: list[tuple[int, bytes]] = []
+    template: Template | None = None  # the last plain line's
     for line, raw in chunk:
-        plain = _plain(raw, job)
-        if plain is None:
-            alone.append((line, raw))
-            continue
-        key, line_id, data = plain
+        data = None if template is None or isinstance(raw, OverlongLine) else template.data_of(raw)
+        if data is not None:
+            assert template is not None
+            key, line_id = template.key, template.line_id
+        else:
+            plain = _plain(raw, job)
+            if plain is None:
+                alone.append((line, raw))
+                continue
+            key, line_id, data = plain
+            template = _template(raw, key, line_id, data)
+            raw_data = None if template is None else template.data_of(raw)
+            if raw_data is not None:
+                data = raw_data
         group = groups.get(key)
         if group is None:
             group = groups[key] = MergedLines(*key)
@@ -144,9 +202,17 @@ async def merge_group(service: InferenceService, job: BatchJob, group: MergedLin
     if decode_call.outputs or decode_call.parameters or any(t.parameters for t in decode_call.inputs):
         return False
     count = int(np.prod(group.shape))
+    data = group.data
+    try:
+        if all(type(one) is bytes for one in data):  # each line's raw numbers (``Template``): parsed at once
+            data = orjson.loads(b"[" + b",".join(data) + b"]")
+        else:
+            data = [orjson.loads(b"[" + one + b"]") if type(one) is bytes else one for one in data]
+    except orjson.JSONDecodeError:
+        return False
     try:
         with np.errstate(over="ignore"):
-            array = np.array(group.data, dtype=numpy_dtype(group.datatype))
+            array = np.array(data, dtype=numpy_dtype(group.datatype))
     except (ValueError, TypeError, OverflowError):
         return False
     if array.size != count * len(group.lines):
