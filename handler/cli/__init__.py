@@ -8,7 +8,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import Field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from handler import __version__
 from handler.cli.errors import CliError
@@ -115,8 +115,14 @@ def _plain(text: str) -> str:
     return text.replace("``", "").replace("%", "%%")
 
 
+class ArgumentTaker(Protocol):
+    """What an option is added to: a parser, or one of its argument groups."""
+
+    def add_argument(self, *flags: str, **kwargs: Any) -> argparse.Action: ...
+
+
 def add_setting_option(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    parser: ArgumentTaker,
     each: Field[Any],
     declaration: Declaration,
     option: Option,
