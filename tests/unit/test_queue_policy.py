@@ -129,13 +129,17 @@ def test_the_batcher_refuses_over_max_queue_size_and_drops_requests_whose_deadli
         key = batch_key(feeds, ["y"])
         first = asyncio.ensure_future(batcher.submit(feeds, ["y"], key))
         await asyncio.to_thread(started.wait)  # the first is running: the queue is empty
-        with deadlines.bound(deadlines.after(1.0, "the gRPC deadline")):  # passes while it waits: the run is held
-            second = asyncio.ensure_future(batcher.submit(feeds, ["y"], key))
-        await asyncio.sleep(0)
-        with pytest.raises(QueueFull, match=r"^\[request id: r\] Exceeds maximum queue size$"):
-            await batcher.submit(feeds, ["y"], key, request_id="r")
-        with pytest.raises(deadlines.DeadlineExceeded):
-            await second
+        # Two more at once, whichever arrives first: one takes the queue's one place, the other is refused; the
+        # deadline passes while the queued one waits (the run is held).
+        with deadlines.bound(deadlines.after(1.0, "the gRPC deadline")):
+            names = ("a", "b")
+            more = [asyncio.ensure_future(batcher.submit(feeds, ["y"], key, request_id=name)) for name in names]
+        answers = dict(zip(names, await asyncio.gather(*more, return_exceptions=True), strict=True))
+        refused = {name: answer for name, answer in answers.items() if isinstance(answer, QueueFull)}
+        assert len(refused) == 1, answers
+        (name, error), (other,) = next(iter(refused.items())), set(names) - set(refused)
+        assert str(error) == f"[request id: {name}] Exceeds maximum queue size"
+        assert isinstance(answers[other], deadlines.DeadlineExceeded), answers
         release.set()
         await first
         assert ran == [1]  # the request whose deadline passed in the queue never ran
