@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 from bench.common import wait_until_live
+from handler.codecs.json_numeric import MIN_FAST_BYTES
 from handler.codecs.request import STRATEGIES, RequestDecoder, Strategy
 
 LIMIT = 1 << 30
@@ -115,6 +116,23 @@ def in_process(repeat: int) -> None:
         print(f"   {strategy.value:15s} {label:30s} {ref:9.4f} {ratios}")
 
 
+def simd_threshold(repeat: int) -> None:
+    """``json_simd`` forced onto texts below its threshold (``json_numeric.MIN_FAST_BYTES``), beside the plain
+    envelope in both: where the crossing with orjson lies."""
+    rng = np.random.default_rng(0)
+    orjson_path = RequestDecoder({Strategy.PLAIN_ENVELOPE})
+    simd_path = RequestDecoder({Strategy.PLAIN_ENVELOPE, Strategy.JSON_SIMD}, simd_min_bytes=0)
+    print(f"   json_simd by text length (its threshold: {MIN_FAST_BYTES} bytes): p50 ms, orjson / simdjson")
+    for count in (500, 2000, 4000, 8000):
+        body, _ = _json("x", "FP32", rng.random(count, dtype=np.float32))
+        orjson_ms, simd_ms = _alternating(
+            [lambda d=decoder, b=body: d.decode(b, None, LIMIT) for decoder in (orjson_path, simd_path)], repeat * 10
+        )
+        print(
+            f"   {len(body):8d} bytes  orjson {orjson_ms:7.4f}  simdjson {simd_ms:7.4f}  ({simd_ms / orjson_ms:4.2f}x)"
+        )
+
+
 def _port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -171,6 +189,7 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also the infer p50 over HTTP")
     args = parser.parse_args()
     in_process(args.repeat)
+    simd_threshold(args.repeat)
     if args.http:
         over_http(args.repeat)
 
