@@ -6,7 +6,8 @@
   ``oip serve``;
 - ``PromQL``: a query that a real Prometheus scraping ``oip serve`` answers;
 - ``Request`` and ``Response``: a request body the server answers with the response body shown;
-- ``IAM policy``: the policy statement the template grants.
+- ``IAM policy``: the policy statement the template grants;
+- ``Start-up log``: the lines ``oip serve`` writes as it starts, in order, with the command the page gives.
 
 Getting-started's repository layout (a tree drawn with ``└──``) is the one tests/docs/test_reader_blocks.py serves.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from tests.support.doc_examples import USER_PAGES, Block, blocks, page_path
 
-CHECKED_TITLES = ("config.pbtxt", "prometheus.yml", "PromQL", "Request", "Response", "IAM policy")
+CHECKED_TITLES = ("config.pbtxt", "prometheus.yml", "PromQL", "Request", "Response", "IAM policy", "Start-up log")
 
 
 def titled(title: str) -> list[Block]:

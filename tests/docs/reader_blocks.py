@@ -74,6 +74,24 @@ def _is_moto_only(block: Block) -> bool:
     return bool(MOTO_ADDRESS.search(block.code)) and "moto_server" not in block.code and not starts_a_server(block)
 
 
+def installs(block: Block) -> bool:
+    """Whether every command of the block is a ``pip install`` (tests/docs/test_install_blocks.py runs those in a
+    new venv, never in the one running the tests)."""
+    lines = _command_lines(block)
+    return (
+        RUNNABLE_LANGUAGES.get(block.language) == "bash"
+        and bool(lines)
+        and all(line.startswith("pip install ") for line in lines)
+    )
+
+
+def install_blocks() -> list[Block]:
+    """The unmarked ``pip install`` blocks of the user pages, in page order."""
+    return [
+        block for stem in USER_PAGES for block in blocks(page_path(stem)) if installs(block) and block.not_run is None
+    ]
+
+
 def reader_blocks() -> list[Block]:
     """Every unmarked shell or Python block of the user pages that no other docs test runs."""
     found = []
@@ -83,7 +101,7 @@ def reader_blocks() -> list[Block]:
         for block in blocks(page):
             if block.language not in RUNNABLE_LANGUAGES or block.not_run is not None or block.line in run_elsewhere:
                 continue
-            if (block.serve_commands and not needs_reader_files(block)) or _is_moto_only(block):
+            if (block.serve_commands and not needs_reader_files(block)) or _is_moto_only(block) or installs(block):
                 continue
             found.append(block)
     return found

@@ -22,7 +22,7 @@ import yaml
 from tests.docs.data_blocks import CHECKED_TITLES, titled
 from tests.docs.test_examples import AWS_TEST_ENV, TENSOR_BUCKET
 from tests.support.doc_examples import ROOT, Block, output_matches
-from tests.support.servers import LOOPBACK, HeldPort, OipServer, moto_server, oip_serve, running, wait_for
+from tests.support.servers import LOOPBACK, HeldPort, OipServer, live, moto_server, oip_serve, running, wait_for
 
 IRIS = ROOT / "models" / "iris"
 IRIS_BODY = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [5.1, 3.5, 1.4, 0.2]}]}
@@ -225,6 +225,37 @@ def test_the_policy_shown_is_the_templates_and_valid(block: Block, tensors: tupl
         assert resource.replace("${TensorPrefix}", prefix) == statement["Resource"]
     iam = _aws("iam", tensors[1])
     iam.create_policy(PolicyName="docs-tensors", PolicyDocument=block.code)
+
+
+#: The command serving.md says its start-up log is from, and the ports it shows.
+START_UP = "oip serve --grpc-port 8001 --metrics-port 8002 --workers 2 --exit-on-error false"
+
+
+@pytest.mark.parametrize("block", titled("Start-up log"), ids=lambda b: b.name)
+def test_oip_serve_starts_with_the_lines_shown(block: Block, tmp_path: Path) -> None:
+    """The page's command (on held ports) over iris and a model whose file is garbage writes the block's lines, in
+    order, among its own: its ports and supervisor pid for the page's, and ``...`` for the in-flight bound, which
+    counts the cores."""
+    assert START_UP in block.page.read_text().replace("\n", " ")
+    shutil.copytree(IRIS, tmp_path / "iris")
+    (tmp_path / "broken" / "1").mkdir(parents=True)
+    (tmp_path / "broken" / "1" / "model.onnx").write_bytes(b"not a model")
+    args = ("--model-repository", str(tmp_path), "--exit-on-error", "false")
+    env = {"OIP_LOG_LEVEL": "info"}
+    drop = ("MODEL_REPOSITORY", "OIP_")
+    # Live, never ready: the broken model answers not ready.
+    with oip_serve(*args, grpc=True, metrics=True, workers=2, env=env, drop=drop, probe=live) as server:
+        last = block.code.strip().splitlines()[-1].split(":", 1)[1].strip()
+        wait_for(lambda: last in server.child.text(), "the start-up log's last line", detail=server.child.text)
+        written = server.child.text().splitlines()
+    shown = block.code.replace("8000", str(server.port)).replace("8001", str(server.grpc_port))
+    shown = shown.replace("8002", str(server.metrics_port)).replace("4242", str(server.pid))
+    shown = re.sub(r"\b\d+ inference requests", "... inference requests", shown)
+    position = 0
+    for line in shown.strip().splitlines():
+        found = next((i for i in range(position, len(written)) if output_matches(line, written[i])), None)
+        assert found is not None, f"{line!r} not written (after line {position}):\n" + "\n".join(written)
+        position = found + 1
 
 
 def test_every_checked_title_is_used() -> None:

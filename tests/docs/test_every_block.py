@@ -10,17 +10,16 @@ from pathlib import Path
 import pytest
 
 from tests.docs.data_blocks import checked_data_blocks
-from tests.docs.reader_blocks import reader_blocks
+from tests.docs.reader_blocks import install_blocks, reader_blocks
 from tests.support.doc_examples import ROOT, USER_PAGES, Block, blocks, examples, moto_blocks, page_path
 
 #: The most blocks each page may mark as not run here. A page absent has none; lower a number when a block is made
 #: to run, never raise one without a reason in the mark.
 MARKED_AT_MOST = {
-    "getting-started": 2,
     "operations": 2,
     "aws-lambda": 8,
     "batch": 4,
-    "serving": 2,
+    "serving": 1,
     "platforms": 3,
     "kubernetes": 6,
     "content-types": 1,
@@ -31,10 +30,12 @@ MARKED_AT_MOST = {
 def _checked(page: Path) -> set[int]:
     """The lines of the blocks the docs tests run or compare: examples and the output shown for them, blocks
     that start ``oip serve`` (tests/docs/test_server_blocks.py), blocks that use moto (test_moto_blocks.py), the
-    blocks a reader runs in a clone (test_reader_blocks.py) and the titled data blocks (test_data_blocks.py)."""
+    blocks a reader runs in a clone (test_reader_blocks.py), the installs (test_install_blocks.py) and the titled
+    data blocks (test_data_blocks.py)."""
     lines = {block.line for block in blocks(page) if block.serve_commands and block.not_run is None}
     lines |= {block.line for block in moto_blocks() if block.page == page}
     lines |= {block.line for block in reader_blocks() if block.page == page}
+    lines |= {block.line for block in install_blocks() if block.page == page}
     lines |= checked_data_blocks(page)
     for example in examples(page):
         lines.add(example.block.line)
