@@ -7,7 +7,8 @@
 - ``PromQL``: a query that a real Prometheus scraping ``oip serve`` answers;
 - ``Request`` and ``Response``: a request body the server answers with the response body shown;
 - ``IAM policy``: the policy statement the template grants;
-- ``Start-up log``: the lines ``oip serve`` writes as it starts, in order, with the command the page gives.
+- ``Start-up log``: the lines ``oip serve`` writes as it starts, in order, with the command the page gives;
+- ``pyproject.toml of my_package``: a package whose entry point makes the page's codec known once installed.
 
 Getting-started's repository layout (a tree drawn with ``└──``) is the one tests/docs/test_reader_blocks.py serves.
 """
@@ -18,7 +19,18 @@ from pathlib import Path
 
 from tests.support.doc_examples import USER_PAGES, Block, blocks, page_path
 
-CHECKED_TITLES = ("config.pbtxt", "prometheus.yml", "PromQL", "Request", "Response", "IAM policy", "Start-up log")
+#: A package's pyproject.toml declaring a codec entry point (content-types).
+PACKAGE_TITLE = "pyproject.toml of my_package"
+CHECKED_TITLES = (
+    "config.pbtxt",
+    "prometheus.yml",
+    "PromQL",
+    "Request",
+    "Response",
+    "IAM policy",
+    "Start-up log",
+    PACKAGE_TITLE,
+)
 
 
 def titled(title: str) -> list[Block]:

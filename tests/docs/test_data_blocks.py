@@ -1,14 +1,17 @@
 """The user pages' configuration, query and body blocks (tests/docs/data_blocks.py says which), used as a reader
 would: a model served with each config.pbtxt, the Prometheus configuration checked by ``promtool`` and scraping a
 shadowing ``oip serve`` whose metrics each PromQL query answers, the S3 tensors page's request answered with its
-response in moto's S3, and the IAM policy the template grants."""
+response in moto's S3, the IAM policy the template grants, ``oip serve``'s start-up log as it writes it, and a
+package whose entry point makes its codec known."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +22,9 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.docs.data_blocks import CHECKED_TITLES, titled
+from tests.docs.data_blocks import CHECKED_TITLES, PACKAGE_TITLE, titled
 from tests.docs.test_examples import AWS_TEST_ENV, TENSOR_BUCKET
-from tests.support.doc_examples import ROOT, Block, output_matches
+from tests.support.doc_examples import ROOT, Block, blocks, output_matches
 from tests.support.servers import LOOPBACK, HeldPort, OipServer, live, moto_server, oip_serve, running, wait_for
 
 IRIS = ROOT / "models" / "iris"
@@ -256,6 +259,32 @@ def test_oip_serve_starts_with_the_lines_shown(block: Block, tmp_path: Path) -> 
         found = next((i for i in range(position, len(written)) if output_matches(line, written[i])), None)
         assert found is not None, f"{line!r} not written (after line {position}):\n" + "\n".join(written)
         position = found + 1
+
+
+@pytest.mark.parametrize("block", titled(PACKAGE_TITLE), ids=lambda b: b.name)
+def test_an_installed_package_makes_its_codec_known(block: Block, tmp_path: Path) -> None:
+    """``my_package`` (the block's entry points; ``codecs.py`` the page's codec class, without the lines that use
+    it) installed by pip into a directory of its own: a process with it on its path that never imports it encodes
+    with the codec's content type."""
+    (codec,) = [b for b in blocks(block.page) if b.line < block.line and "class Shout" in b.code][-1:]
+    project = tmp_path / "project"
+    (project / "my_package").mkdir(parents=True)
+    (project / "my_package" / "__init__.py").write_text("")
+    (project / "my_package" / "codecs.py").write_text(codec.code.split("\nrequest = ")[0])
+    metadata = '[project]\nname = "my-package"\nversion = "0.1"\n\n'
+    (project / "pyproject.toml").write_text(metadata + block.code)
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(project)]
+    installed = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    use = (
+        "import sys; from oip_client import encode_request; "
+        "request = encode_request(['quiet please'], content_type='shout'); "
+        "assert 'my_package.codecs' in sys.modules; print(request['inputs'][0]['parameters'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(target)}
+    used = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert used.returncode == 0 and "shout" in used.stdout, used.stderr[-3000:]
 
 
 def test_every_checked_title_is_used() -> None:

@@ -22,7 +22,6 @@ MARKED_AT_MOST = {
     "serving": 1,
     "platforms": 3,
     "kubernetes": 6,
-    "content-types": 1,
     "triton-forwarding": 3,
 }
 
