@@ -35,28 +35,30 @@ def bounded_lines(chunks: Iterable[bytes], limit: int) -> Iterator[bytes]:
     pending = bytearray()  # the start of the current line, while it is within the limit
     dropped = 0  # bytes of the current line once it is over the limit (none kept)
     for chunk in chunks:
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = (len(chunk) if end < 0 else end) - start
-            if dropped or len(pending) + piece > limit:
-                dropped += len(pending) + piece
-                pending.clear()
-            elif end < 0:
-                pending += chunk[start:]
+        pieces = chunk.split(b"\n")
+        last = pieces.pop()  # the start of the next line: empty when the chunk ends with a newline
+        if pieces:
+            first = pieces[0]  # the end of the line the chunks before began
+            if dropped or len(pending) + len(first) > limit:
+                yield OverlongLine(dropped + len(pending) + len(first))
             elif pending:
-                pending += chunk[start:end]
-            if end < 0:
-                break
-            if dropped:
-                yield OverlongLine(dropped)
-            elif pending:
+                pending += first
                 yield bytes(pending)
             else:
-                yield chunk[start:end]
+                yield first
             pending.clear()
             dropped = 0
-            start = end + 1
+            if len(pieces) > 1:
+                whole = pieces[1:]
+                if max(map(len, whole)) <= limit:
+                    yield from whole
+                else:
+                    yield from (piece if len(piece) <= limit else OverlongLine(len(piece)) for piece in whole)
+        if dropped or len(pending) + len(last) > limit:
+            dropped += len(pending) + len(last)
+            pending.clear()
+        else:
+            pending += last
     if dropped:
         yield OverlongLine(dropped)
     elif pending:

@@ -164,29 +164,42 @@ def group_lines(job: BatchJob, chunk: list[tuple[int, bytes]]) -> tuple[list[Mer
     the other lines, each to be decoded alone."""
     groups: dict[tuple[Any, ...], MergedLines] = {}
     alone: list[tuple[int, bytes]] = []
-    template: Template | None = None  # the last plain line's
+    id_prefix = job.id_prefix
+    # The last plain line's template and group, unpacked: a line of its form is checked here as
+    # ``Template.data_of`` checks it, without a call (an OverlongLine, empty, is shorter than any template).
+    prefix = suffix = b""
+    around, commas, smallest = 0, 0, MIN_FAST_BYTES
+    group: MergedLines | None = None
+    line_id: str | None = None
     for line, raw in chunk:
-        data = None if template is None or isinstance(raw, OverlongLine) else template.data_of(raw)
-        if data is not None:
-            assert template is not None
-            key, line_id = template.key, template.line_id
-        else:
-            plain = _plain(raw, job)
-            if plain is None:
-                alone.append((line, raw))
+        if smallest < len(raw) < MIN_FAST_BYTES and raw.startswith(prefix) and raw.endswith(suffix):
+            data = raw[len(prefix) : len(raw) - around]
+            if data.count(b",") == commas and not data.translate(None, _NUMERIC_BYTES):
+                assert group is not None
+                group.lines.append(line)
+                group.ids.append(line_id if line_id is not None else f"{id_prefix}{line}")
+                group.raws.append(raw)
+                group.data.append(data)
                 continue
-            key, line_id, data = plain
-            template = _template(raw, key, line_id, data)
-            raw_data = None if template is None else template.data_of(raw)
-            if raw_data is not None:
-                data = raw_data
+        plain = _plain(raw, job)
+        if plain is None:
+            alone.append((line, raw))
+            continue
+        key, line_id, parsed = plain
         group = groups.get(key)
         if group is None:
             group = groups[key] = MergedLines(*key)
+        template = _template(raw, key, line_id, parsed)
+        raw_data = None if template is None else template.data_of(raw)
+        if template is None or raw_data is None:
+            smallest = MIN_FAST_BYTES  # no line matches until the next template
+        else:
+            prefix, suffix, commas = template.prefix, template.suffix, template.commas
+            around, smallest = len(suffix), len(prefix) + len(suffix)
         group.lines.append(line)
-        group.ids.append(line_id if line_id is not None else f"{job.id_prefix}{line}")
+        group.ids.append(line_id if line_id is not None else f"{id_prefix}{line}")
         group.raws.append(raw)
-        group.data.append(data)
+        group.data.append(parsed if raw_data is None else raw_data)
     return list(groups.values()), alone
 
 
