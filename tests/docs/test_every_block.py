@@ -21,7 +21,7 @@ MARKED_AT_MOST = {
     "batch": 4,
     "serving": 1,
     "platforms": 3,
-    "kubernetes": 6,
+    "kubernetes": 5,
     "triton-forwarding": 3,
 }
 

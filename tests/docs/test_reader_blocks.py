@@ -26,7 +26,7 @@ from tests.docs.reader_blocks import (
     starts_a_server,
 )
 from tests.docs.test_examples import _run
-from tests.support.doc_examples import MOTO_ADDRESS, Block, Example, blocks, page_path
+from tests.support.doc_examples import MOTO_ADDRESS, ROOT, Block, Example, blocks, page_path
 from tests.support.servers import LOOPBACK, HeldPort, _answers, environment, http_ok, moto_server, oip_serve, running
 
 #: The buckets the pages use: the S3 tensors page's and getting-started's repository in a bucket.
@@ -42,7 +42,7 @@ def moto() -> Iterator[str]:
         s3.create_bucket(Bucket=TENSOR_BUCKET)
         s3.create_bucket(Bucket=MODEL_BUCKET)
         s3.put_object(Bucket=MODEL_BUCKET, Key="models/churn/config.pbtxt", Body=b"")
-        with (page_path("getting-started").parent.parent / "models/iris/1/model.onnx").open("rb") as model:
+        with (ROOT / "models/iris/1/model.onnx").open("rb") as model:
             s3.put_object(Bucket=MODEL_BUCKET, Key="models/churn/1/model.onnx", Body=model.read())
         yield url
 
@@ -56,14 +56,23 @@ def _boto_credentials() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def deployment(moto: str) -> Iterator[dict[str, str]]:
-    """A local ``oip serve`` standing in for a deployment (tensors by reference on, in moto's S3): the variables
-    the pages' deployment blocks read, and AWS's pointing at moto."""
+def deployment(moto: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A local ``oip serve`` standing in for a deployment (tensors by reference on, in moto's S3; the demo models
+    and kubernetes' ``iris-grpc``, iris under that name): the variables the pages' deployment blocks read, AWS's
+    pointing at moto, and ``GRPC_INGRESS``, the gRPC address (a KServe ingress has one port for both)."""
+    repository = tmp_path_factory.mktemp("deployment")
+    for model in ROOT.joinpath("models").iterdir():
+        (repository / model.name).symlink_to(model)
+    shutil.copytree(ROOT / "models" / "iris" / "1", repository / "iris-grpc" / "1")
+    config = (ROOT / "models" / "iris" / "config.pbtxt").read_text().replace('name: "iris"', 'name: "iris-grpc"')
+    (repository / "iris-grpc" / "config.pbtxt").write_text(config)
     aws = AWS_VARIABLES | {"AWS_ENDPOINT_URL": moto}
     env = aws | {"OIP_S3_TENSOR_PREFIXES": f"s3://{TENSOR_BUCKET}/tensors/"}
-    with oip_serve(workers=1, env=env, drop=("MODEL_REPOSITORY", "AWS_", "OIP_")) as served:
+    args = ("--model-repository", str(repository))
+    with oip_serve(*args, grpc=True, workers=1, env=env, drop=("MODEL_REPOSITORY", "AWS_", "OIP_")) as served:
         http = f"{LOOPBACK}:{served.port}"
-        yield aws | {name: value.format(http=http) for name, value in DEPLOYMENT_VARIABLES.items()}
+        variables = {name: value.format(http=http) for name, value in DEPLOYMENT_VARIABLES.items()}
+        yield aws | variables | {"GRPC_INGRESS": f"{LOOPBACK}:{served.grpc_port}"}
 
 
 def _block_environment(variables: dict[str, str]) -> dict[str, str]:
@@ -80,6 +89,8 @@ def test_a_block_runs_in_a_clone(block: Block, deployment: dict[str, str], tmp_p
     code = f"shopt -s expand_aliases\n{block.code}" if block.language in {"bash", "sh", "shell"} else block.code
     example = Example(dataclasses.replace(block, code=code), None)
     env = {k: v for k, v in os.environ.items() if k in {"HOME", "OIP_TOOLS_DIR", "PYENV_ROOT"}} | deployment
+    if "tritonclient.grpc" in block.code:  # a gRPC client of the ingress: the local server's gRPC port
+        env["INGRESS"] = deployment["GRPC_INGRESS"]
     result = _run(example, (0, 0), cwd, env)
     assert result.returncode == 0, f"{block.name} failed:\n{block.code}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
 
@@ -123,6 +134,6 @@ def test_reader_blocks_are_found() -> None:
 
 def test_the_clone_view_keeps_writes_out_of_the_repository(tmp_path: Path) -> None:
     cwd = clone_view(tmp_path)
-    assert (cwd / "events").resolve() == page_path("batch").parent.parent / "events"
+    assert (cwd / "events").resolve() == ROOT / "events"
     assert (cwd / "rows.jsonl").is_file() and not (cwd / "rows.jsonl").is_symlink()
     assert shutil.which("oip") is not None
