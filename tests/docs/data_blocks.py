@@ -8,6 +8,8 @@
 - ``Request`` and ``Response``: a request body the server answers with the response body shown;
 - ``IAM policy``: the policy statement the template grants;
 - ``Start-up log``: the lines ``oip serve`` writes as it starts, in order, with the command the page gives;
+- ``Version resource``: the resource ``oip serve`` shows for a version configured with the block's labels and
+  scaling, once it has served a prediction;
 - ``pyproject.toml of my_package``: a package whose entry point makes the page's codec known once installed.
 
 Getting-started's repository layout (a tree drawn with ``└──``) is the one tests/docs/test_reader_blocks.py serves.
@@ -29,6 +31,7 @@ CHECKED_TITLES = (
     "Response",
     "IAM policy",
     "Start-up log",
+    "Version resource",
     PACKAGE_TITLE,
 )
 

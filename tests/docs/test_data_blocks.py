@@ -287,6 +287,38 @@ def test_an_installed_package_makes_its_codec_known(block: Block, tmp_path: Path
     assert used.returncode == 0 and "shout" in used.stdout, used.stderr[-3000:]
 
 
+#: The resource fields that vary with the machine and the moment, and the form each takes.
+VARYING = {
+    "createTime": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z",
+    "lastUseTime": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z",
+    "runtimeVersion": r"oip-serverless \S+, onnxruntime \S+",
+    "pythonVersion": r"3\.\d+",
+}
+
+
+@pytest.mark.parametrize("block", titled("Version resource"), ids=lambda b: b.name)
+def test_a_version_resource_is_as_shown(block: Block, tmp_path: Path) -> None:
+    """iris with the block's labels (config.pbtxt) and scaling (``OIP_AUTOSCALING_*``), after a prediction: the
+    same fields, the same values but for times and versions, which take the same form."""
+    shown = json.loads(block.code)
+    shutil.copytree(IRIS, tmp_path / "iris")
+    labels = ",".join(f"{key}={value}" for key, value in shown["labels"].items())
+    with (tmp_path / "iris" / "config.pbtxt").open("a") as config:
+        config.write(f'parameters {{ key: "labels" value {{ string_value: "{labels}" }} }}\n')
+    scaling = shown["autoScaling"]
+    env = {"OIP_AUTOSCALING_MIN_NODES": str(scaling["minNodes"]), "OIP_AUTOSCALING_MAX_NODES": str(scaling["maxNodes"])}
+    args = ("--model-repository", str(tmp_path))
+    with oip_serve(*args, workers=1, env=env, drop=("MODEL_REPOSITORY", "OIP_", "AWS_")) as server:
+        assert httpx.post(f"{server.url}/v2/models/iris/infer", json=IRIS_BODY).status_code == 200
+        served = httpx.get(f"{server.url}/v2/models/iris/versions/1/resource").json()
+    assert set(served) == set(shown), served
+    for field, value in shown.items():
+        if field in VARYING:
+            assert re.fullmatch(VARYING[field], value) and re.fullmatch(VARYING[field], served[field]), field
+        else:
+            assert served[field] == value, (field, served[field])
+
+
 def test_every_checked_title_is_used() -> None:
     """Each title the docs test promises to check names a block (a renamed title would check nothing)."""
     assert all(titled(title) for title in CHECKED_TITLES), [title for title in CHECKED_TITLES if not titled(title)]
