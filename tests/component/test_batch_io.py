@@ -1,5 +1,8 @@
 """Batch prediction over local streams (the code behind ``oip batch`` and the S3 path), on real models."""
 
+# covers: handler/batch/npy.py
+# covers: handler/batch/service.py
+
 from __future__ import annotations
 
 import io

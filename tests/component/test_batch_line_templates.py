@@ -3,6 +3,9 @@ of JSON Lines write it) join its group unparsed; each still gets the bytes it ge
 array holds (numbers, wrong counts, spellings JSON refuses, brackets that would change the line's structure):
 hypothesis over compact lines and their data arrays rewritten byte by byte, on onnxruntime."""
 
+# covers: handler/batch/job.py
+# covers: handler/batch/jsonl.py
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,10 @@ of its own as ``infer_many`` counts a chunk's decoded lines: hypothesis over mix
 shapes, datatypes and models, on onnxruntime.
 """
 
+# covers: handler/batch/answers.py
+# covers: handler/batch/chunks.py
+# covers: handler/batch/lines.py
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,7 @@
 """``oip serve`` as a user runs it: a real process serving the demo repository (and one from MODEL_REPOSITORY)."""
 
+# covers: handler/runtime/banner.py
+
 from __future__ import annotations
 
 from pathlib import Path

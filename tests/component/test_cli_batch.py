@@ -1,6 +1,8 @@
 """``oip batch`` as a user types it, in a real subprocess on the demo repository: nothing lost or destroyed on
 a user's mistake, one output line per input line, Ctrl-C with a manifest, and one-line errors."""
 
+# covers: handler/batch/cast.py
+
 from __future__ import annotations
 
 import json

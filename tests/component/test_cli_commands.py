@@ -1,5 +1,8 @@
 """``oip invoke``, ``oip --version``, help texts and the gRPC extra hint, each in a real subprocess."""
 
+# covers: handler/cli/errors.py
+# covers: handler/cli/invoke.py
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,14 @@ every datatype it allows, JSON and binary, request and input level, mixed; the s
 type, the tensor and the choices.
 """
 
+# covers: handler/codecs/content_types/b64.py
+# covers: handler/codecs/content_types/bridge.py
+# covers: handler/codecs/content_types/dataframe.py
+# covers: handler/codecs/content_types/dates.py
+# covers: handler/codecs/content_types/ndarray.py
+# covers: handler/codecs/content_types/single.py
+# covers: handler/codecs/content_types/string.py
+
 from __future__ import annotations
 
 import json

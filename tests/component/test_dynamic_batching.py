@@ -4,6 +4,9 @@ shapes never mixed, Triton's statistics (one execution per merged batch, one inf
 without ``dynamic_batching`` or on Lambda.
 """
 
+# covers: adapters/onnx/batcher.py
+# covers: handler/protocol/merging.py
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,8 @@
 """The V2 gRPC API, driven by ``tritonclient.grpc`` against ``oip serve --grpc-port`` (a real process on 127.0.0.1)."""
 
+# covers: handler/grpc/server.py
+# covers: handler/grpc/service.py
+
 from __future__ import annotations
 
 import queue

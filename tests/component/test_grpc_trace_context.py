@@ -4,6 +4,9 @@ call without them starts a trace of its own; a stream is one server span, every 
 gRPC server runs on 127.0.0.1 (its own event loop in a thread), tritonclient calls it, and the spans go to the
 OpenTelemetry SDK's in-memory exporter."""
 
+# covers: handler/grpc/tracing.py
+# covers: handler/observability/worker_telemetry.py
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,8 @@
 """A bug in a backend answers 500 with a generic message: no traceback or internals in the body."""
 
+# covers: handler/protocol/unexpected.py
+# covers: handler/rest/errors.py
+
 from __future__ import annotations
 
 import re

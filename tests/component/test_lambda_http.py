@@ -1,5 +1,8 @@
 """``handler.http.lambda_handler`` driven by the events in events/ and by fresh ``sam local generate-event`` output."""
 
+# covers: handler/cli/lambda_context.py
+# covers: handler/http.py
+
 from __future__ import annotations
 
 import base64

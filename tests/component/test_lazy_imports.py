@@ -3,6 +3,8 @@ the dynamic batcher and the request-log sampler are imported when a deployment u
 optional library (boto3, grpc, tritonclient, prometheus_client, OpenTelemetry, FastAPI, pydantic) is imported by the
 init or a first ordinary request, and the first request to each feature that needs one loads it and is answered."""
 
+# covers: handler/runtime/warmup.py
+
 from __future__ import annotations
 
 import json

@@ -9,6 +9,12 @@ standalone S3/SQS server for the batch function, ``oip batch`` as a user runs it
   message.
 """
 
+# covers: adapters/base.py
+# covers: adapters/onnx/backend.py
+# covers: adapters/types.py
+# covers: handler/inference/exchange.py
+# covers: handler/protocol/dataplane.py
+
 from __future__ import annotations
 
 import asyncio

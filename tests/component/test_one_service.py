@@ -6,6 +6,9 @@ REST V2, KServe V1, SageMaker and Vertex AI through the served app (httpx's ASGI
 server), and ``oip batch``'s file prediction; every one hands its request to the same service object.
 """
 
+# covers: handler/cli/batch_files.py
+# covers: handler/inference/service.py
+
 from __future__ import annotations
 
 import argparse

@@ -2,6 +2,13 @@
 settings; ``create_app`` gives a FastAPI app with the same route objects, which answers the same requests with the
 same bytes, and both serve the document FastAPI builds from those routes."""
 
+# covers: handler/codecs/schemas.py
+# covers: handler/rest/app.py
+# covers: handler/rest/openapi.py
+# covers: handler/rest/routes.py
+# covers: handler/rest/starlette_app.py
+# covers: handler/server.py
+
 from __future__ import annotations
 
 import subprocess

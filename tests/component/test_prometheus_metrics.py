@@ -6,6 +6,9 @@ Triton's counters equal the statistics extension's numbers, the histograms count
 returns to 0, a worker killed mid-run loses nothing already counted and its request in flight leaves the pending
 gauge, and `oip serve` does not start without the metrics port it is given (Triton's 8002 unless told otherwise)."""
 
+# covers: handler/cli/metrics_endpoint.py
+# covers: handler/observability/exporter.py
+
 from __future__ import annotations
 
 import contextlib

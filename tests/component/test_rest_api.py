@@ -1,5 +1,11 @@
 """Every REST endpoint of the protocol, with and without ``/versions/{v}``, over real onnxruntime sessions."""
 
+# covers: handler/rest/health.py
+# covers: handler/rest/infer_entry.py
+# covers: handler/rest/inference.py
+# covers: handler/rest/metadata.py
+# covers: handler/rest/responses.py
+
 from __future__ import annotations
 
 import gzip

@@ -3,6 +3,8 @@
 ``tracestate``, with the inference steps under it, in the served app and in ``create_app``'s alike. The apps are
 called through httpx's ASGI transport; the spans go to the OpenTelemetry SDK's in-memory exporter."""
 
+# covers: handler/observability/tracing.py
+
 from __future__ import annotations
 
 import os

@@ -2,6 +2,10 @@
 (handler/cli/workers.py), each with its own sessions; SIGTERM drains; a dead worker is replaced, one that cannot
 start stops the server. Everything through a real ``oip serve`` process tree on 127.0.0.1."""
 
+# covers: handler/cli/worker.py
+# covers: handler/cli/workers.py
+# covers: handler/runtime/loop.py
+
 from __future__ import annotations
 
 import contextlib

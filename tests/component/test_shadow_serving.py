@@ -2,6 +2,8 @@
 answered, and the Prometheus metrics of the comparison equal what onnxruntime's two sessions give on the same
 inputs; a shadow that fails leaves every default answer 200 and counts its failures."""
 
+# covers: handler/inference/shadow.py
+
 from __future__ import annotations
 
 import time

@@ -2,6 +2,9 @@
 stops, workers end with a killed supervisor, ``--max-requests`` replaces workers without dropping a request.
 Through a real ``oip serve`` process tree, real signals, and what the server reports (its log, ``/proc``)."""
 
+# covers: handler/runtime/heartbeat.py
+# covers: handler/runtime/parent.py
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,7 @@
 """``tritonclient`` working unchanged against a real uvicorn server on 127.0.0.1: JSON and binary, every datatype."""
 
+# covers: handler/protocol/stateful_refusals.py
+
 from __future__ import annotations
 
 import anyio

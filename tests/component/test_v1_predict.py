@@ -1,6 +1,8 @@
 """KServe V1 / TF Serving REST through a real uvicorn, with the request bodies of the TF Serving REST API page
 (tensorflow_serving/g3doc/api_rest.md), and through the Lambda handler (the ``:predict`` colon included)."""
 
+# covers: handler/codecs/tfserving.py
+
 from __future__ import annotations
 
 import base64

@@ -9,6 +9,9 @@ UNKNOWN "The version state is unspecified"), "errorMessage", "labels", "framewor
 0 to 1"}).
 """
 
+# covers: handler/protocol/resolved_model.py
+# covers: handler/protocol/version_catalog.py
+
 from __future__ import annotations
 
 import os

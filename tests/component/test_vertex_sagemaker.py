@@ -6,6 +6,9 @@ SageMaker: ``GET /ping`` and ``POST /invocations``; Triton's SageMaker frontend 
 ``application/vnd.sagemaker-triton.binary+json;json-header-size=N`` (SageMaker forwards no custom headers).
 """
 
+# covers: handler/rest/platforms.py
+# covers: handler/rest/sagemaker.py
+
 from __future__ import annotations
 
 import shutil

@@ -1,4 +1,4 @@
-"""The user pages' configuration, query and body blocks (tests/docs/data_blocks.py says which), used as a reader
+"""The user pages' configuration, query and body blocks (tests/support/doc_data_blocks.py says which), used as a reader
 would: a model served with each config.pbtxt, the Prometheus configuration checked by ``promtool`` and scraping a
 shadowing ``oip serve`` whose metrics each PromQL query answers, the S3 tensors page's request answered with its
 response in moto's S3, the IAM policy the template grants, ``oip serve``'s start-up log as it writes it, and a
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.docs.data_blocks import CHECKED_TITLES, PACKAGE_TITLE, titled
 from tests.docs.test_examples import AWS_TEST_ENV, TENSOR_BUCKET
+from tests.support.doc_data_blocks import CHECKED_TITLES, PACKAGE_TITLE, titled
 from tests.support.doc_examples import ROOT, Block, blocks, output_matches
 from tests.support.servers import LOOPBACK, HeldPort, OipServer, live, moto_server, oip_serve, running, wait_for
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.data_blocks import checked_data_blocks
-from tests.support.doc_reader_blocks import install_blocks, reader_blocks
+from tests.support.doc_data_blocks import checked_data_blocks
 from tests.support.doc_examples import ROOT, USER_PAGES, Block, blocks, examples, moto_blocks, page_path
+from tests.support.doc_reader_blocks import install_blocks, reader_blocks
 
 #: The most blocks each page may mark as not run here. A page absent has none; lower a number when a block is made
 #: to run, never raise one without a reason in the mark.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.reader_blocks import clone_view, install_blocks
+from tests.support.doc_reader_blocks import clone_view, install_blocks
 
 #: A new venv downloads every dependency: minutes, not the default test timeout.
 INSTALL_TIMEOUT = 900

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.reader_blocks import starts_a_server
 from tests.docs.test_examples import _run
 from tests.support.doc_examples import MOTO_ADDRESS, ROOT, Block, Example, moto_blocks
+from tests.support.doc_reader_blocks import starts_a_server
 from tests.support.servers import moto_server
 
 

@@ -1,6 +1,6 @@
-"""The user pages' blocks a reader runs in a clone of the repository (tests/docs/reader_blocks.py says which): each
-runs to the end with exit status 0, or, when it starts a server, starts it until the server answers, in a clone view
-with moto's server standing in for AWS and a local ``oip serve`` for a deployment."""
+"""The user pages' blocks a reader runs in a clone of the repository (tests/support/doc_reader_blocks.py says
+which): each runs to the end with exit status 0, or, when it starts a server, starts it until the server answers, in
+a clone view with moto's server standing in for AWS and a local ``oip serve`` for a deployment."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from tests.docs.reader_blocks import (
+from tests.docs.test_examples import _run
+from tests.support.doc_examples import MOTO_ADDRESS, ROOT, Block, Example, blocks, page_path
+from tests.support.doc_reader_blocks import (
     AWS_VARIABLES,
     DEPLOYMENT_VARIABLES,
     LAYOUT,
@@ -25,8 +27,6 @@ from tests.docs.reader_blocks import (
     server_lines,
     starts_a_server,
 )
-from tests.docs.test_examples import _run
-from tests.support.doc_examples import MOTO_ADDRESS, ROOT, Block, Example, blocks, page_path
 from tests.support.servers import LOOPBACK, HeldPort, _answers, environment, http_ok, moto_server, oip_serve, running
 
 #: The buckets the pages use: the S3 tensors page's and getting-started's repository in a bucket.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.docs.reader_blocks import needs_reader_files
 from tests.support.doc_examples import USER_PAGES, Block, blocks, page_path
+from tests.support.doc_reader_blocks import needs_reader_files
 from tests.support.servers import oip_serve
 
 #: Options whose values the test replaces by held ports (or leaves to oip_serve): the page's ports may be taken.

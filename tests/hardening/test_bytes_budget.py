@@ -3,6 +3,8 @@ its Content-Length before it is read (413), a body that would take the bytes in 
 refused while another request's body is held half-sent (503 with Retry-After), and ``oip serve`` takes bodies over
 Lambda's 6 MB by default. Ordered by what the server answers, never by sleeping."""
 
+# covers: handler/inference/byte_budget.py
+
 from __future__ import annotations
 
 import json

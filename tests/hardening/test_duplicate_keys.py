@@ -3,6 +3,8 @@ bodies), the simdjson path (large ones), a binary-extension header and the other
 server on 127.0.0.1. Names made of ``{``, ``:``, quotes and escapes, in keys and strings, are no false alarm.
 """
 
+# covers: handler/codecs/json_keys.py
+
 from __future__ import annotations
 
 import json

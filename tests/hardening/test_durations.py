@@ -4,6 +4,9 @@ exception in the watchdog's loop is logged once and survived, and afterwards a 5
 slow run (a 503 in Triton's words, counted as a failure in the model's statistics, the model's run count
 unchanged)."""
 
+# covers: adapters/onnx/watchdog.py
+# covers: handler/protocol/transport_deadlines.py
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,8 @@ filesystem paths. Against ``oip serve --grpc-port`` (REST and gRPC of one real p
 server over a backend with a bug, and an S3 repository on moto's standalone server.
 """
 
+# covers: adapters/onnx/messages.py
+
 from __future__ import annotations
 
 import asyncio

@@ -3,6 +3,8 @@ events, and events of no kind at all) is answered with a well-formed 400 ``{"err
 ``OIP_MAX_BODY_BYTES``) in its service's response format, never an exception, which API Gateway would turn into its
 own 500; well-formed unusual shapes are still served, and batch events still go to the batch handler."""
 
+# covers: handler/rest/lambda_event.py
+
 from __future__ import annotations
 
 import base64

@@ -5,6 +5,8 @@ OIP_MAX_BODY_BYTES. The server is started with a 6 MiB limit (``--max-body-bytes
 64 MiB), which the bodies below are sized against. What the server spends is read as its CPU time, which neighbours
 on the machine do not inflate, never as wall-clock time."""
 
+# covers: handler/codecs/bounds.py
+
 from __future__ import annotations
 
 import gzip

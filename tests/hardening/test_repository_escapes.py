@@ -6,6 +6,9 @@ itself) stay inside the model's directory: a model naming a file outside is not 
 neither that file's contents nor the server's paths.
 """
 
+# covers: adapters/repository/confined.py
+# covers: adapters/repository/object_uri.py
+
 from __future__ import annotations
 
 from collections.abc import Iterator

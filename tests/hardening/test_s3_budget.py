@@ -3,6 +3,8 @@ model before any S3 request is made, and its objects' sizes (their HEADs) agains
 GET. What reached S3 is read from moto's own request recorder; what the server spent, from /proc (peak resident
 memory, CPU time), never from wall-clock time."""
 
+# covers: handler/inference/call_checks.py
+
 from __future__ import annotations
 
 import json

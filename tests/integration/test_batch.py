@@ -1,6 +1,14 @@
 """Event-driven batch prediction against a real S3/SQS API (moto's standalone server on 127.0.0.1), with events
 made by ``sam local generate-event`` and filled with real bodies. Count in and count out match in every test."""
 
+# covers: handler/batch/__init__.py
+# covers: handler/batch/aws.py
+# covers: handler/batch/config.py
+# covers: handler/batch/events.py
+# covers: handler/batch/routing.py
+# covers: handler/batch/s3.py
+# covers: handler/batch/sqs.py
+
 from __future__ import annotations
 
 import json

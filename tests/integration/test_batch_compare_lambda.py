@@ -3,6 +3,8 @@ an S3 ObjectCreated event (the object's ``compare-version`` metadata) and of a S
 execution input's ``compare_version``), in a real subprocess against moto's standalone server; the report written
 beside the output equals a hand computation with onnxruntime's two sessions."""
 
+# covers: handler/batch/s3_compare.py
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,8 @@
 """``oip redrive``: the batch function's on-failure records (Lambda's asynchronous-invocation destination,
 an SQS queue) re-driven against moto's standalone S3/SQS server, in a real subprocess."""
 
+# covers: handler/cli/redrive.py
+
 from __future__ import annotations
 
 import json

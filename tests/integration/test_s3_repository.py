@@ -1,5 +1,7 @@
 """``MODEL_REPOSITORY=s3://bucket/prefix``: copied once to local disk at start-up, over a real S3 API (moto)."""
 
+# covers: adapters/repository/s3.py
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,6 +2,9 @@
 reference, through the Lambda handler, ``oip serve`` (REST and gRPC, tritonclient and the client helper), batch and
 the app itself; every error the extension names, with the status it has."""
 
+# covers: handler/codecs/s3_client.py
+# covers: handler/inference/s3_errors.py
+
 from __future__ import annotations
 
 import base64

@@ -1,6 +1,9 @@
 """Forwarding to a real Triton server (tritonserver from the nvidia-pytriton wheel, on CPU), through
 tritonclient's HTTP and gRPC asyncio clients, with tritonclient.http as the outside client. No mock Triton."""
 
+# covers: adapters/router.py
+# covers: adapters/triton/backend.py
+
 from __future__ import annotations
 
 from collections.abc import Iterator

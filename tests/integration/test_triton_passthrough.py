@@ -2,6 +2,8 @@
 path (``OIP_TRITON_PASSTHROUGH=0``), the same statuses under Triton faults, and requests that need decoding
 kept on the tritonclient path."""
 
+# covers: handler/codecs/passthrough_answer.py
+
 from __future__ import annotations
 
 import gzip

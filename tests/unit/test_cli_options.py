@@ -1,6 +1,8 @@
 """``oip serve``'s setting options, built from the settings' declarations (handler/config/settings.py): each one in
 ``--help`` with its variable and default, given over its variable, and refused as its variable is."""
 
+# covers: handler/config/serve_settings.py
+
 from __future__ import annotations
 
 import contextlib

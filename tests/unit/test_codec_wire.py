@@ -3,6 +3,8 @@
 ``InferenceServerClient.generate_request_body`` and ``parse_response_body`` need no server.
 """
 
+# covers: handler/codecs/content_types/wire.py
+
 from __future__ import annotations
 
 import numpy as np

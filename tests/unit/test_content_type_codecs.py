@@ -1,6 +1,11 @@
 """Client helpers and the codec registry: encode_request / decode_response without a server, lazy pandas,
 user codecs through the register call and through an entry point."""
 
+# covers: handler/codecs/content_types/base.py
+# covers: handler/codecs/content_types/client.py
+# covers: handler/codecs/content_types/registry.py
+# covers: handler/codecs/response.py
+
 from __future__ import annotations
 
 import subprocess

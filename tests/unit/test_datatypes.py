@@ -1,5 +1,7 @@
 """The datatype table: "Tensor data types are shown in the following table along with the size of each type"."""
 
+# covers: adapters/errors.py
+
 from __future__ import annotations
 
 import numpy as np

@@ -3,6 +3,9 @@ every row, the order of the rows (none hides a later one), and what no row match
 foreign exceptions are the libraries' own, raised by real calls where a real call raises them (a closed loopback
 port, a real onnxruntime session)."""
 
+# covers: adapters/triton/client.py
+# covers: handler/protocol/status.py
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,7 @@
 """Small pieces of the per-request path that were made cheaper: they must still do what they did."""
 
+# covers: handler/codecs/ids.py
+
 from __future__ import annotations
 
 import uuid

@@ -1,6 +1,8 @@
 """Triton's queue policy as config.pbtxt states it, the request parameters ``timeout`` and ``priority``, the
 deadline's answers, and the admission bound: the rules, without a server."""
 
+# covers: adapters/deadline.py
+
 from __future__ import annotations
 
 import asyncio

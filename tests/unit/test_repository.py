@@ -1,5 +1,7 @@
 """The Triton-layout repository: versions, version_policy, default version, lazy loading."""
 
+# covers: adapters/repository/model_config.py
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,7 @@
 """adapters/repository/repository.py: the states the start-up log shows, and which names are version directories."""
 
+# covers: adapters/repository/repository.py
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -12,6 +12,10 @@ position), since simdjson stops at the mistake where orjson would first build ev
 a key given twice and another mistake may be refused for either first (``_allowed``).
 """
 
+# covers: handler/codecs/envelope.py
+# covers: handler/codecs/header_plans.py
+# covers: handler/codecs/request_document.py
+
 from __future__ import annotations
 
 import gzip

@@ -2,6 +2,11 @@
 take stops ``oip serve``, ``oip batch`` and the Lambda init with one line; nothing else in handler/ or adapters/
 touches the environment."""
 
+# covers: handler/config/lambda_settings.py
+# covers: handler/config/setting_lists.py
+# covers: handler/config/settings.py
+# covers: handler/config/variables.py
+
 from __future__ import annotations
 
 import ast

@@ -1,6 +1,8 @@
 """config.pbtxt's shadow parameters (adapters/repository/shadow.py): the plan they give, and one message naming
 the parameter for each wrong value."""
 
+# covers: adapters/repository/shadow.py
+
 from __future__ import annotations
 
 import pytest

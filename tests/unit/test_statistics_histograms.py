@@ -2,6 +2,8 @@
 success in one bucket per histogram (Prometheus' ``le``: a bound is inclusive), sums and counts that are the
 statistics' own, and a worker that dies keeps its counts but not its pending requests."""
 
+# covers: handler/protocol/statistics_counters.py
+
 from __future__ import annotations
 
 import multiprocessing

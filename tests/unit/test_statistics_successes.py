@@ -2,6 +2,8 @@
 chunk's merged rows are) leaves the same counters as one ``success`` per request: ``$model_stat`` documents in
 private and shared tables, and the shared table's histograms and failures, which the metrics endpoint reads."""
 
+# covers: handler/protocol/merged_run.py
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,7 @@
 """The EMF metrics line is the one Powertools' EphemeralMetrics writes for the same values, field for field."""
 
+# covers: handler/observability/lambda_telemetry.py
+
 from __future__ import annotations
 
 import contextlib

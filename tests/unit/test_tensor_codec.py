@@ -4,6 +4,9 @@ Spec: "Tensor elements may be presented in their nature multi-dimensional repres
 or as a flattened one-dimensional representation."
 """
 
+# covers: handler/codecs/binary_data.py
+# covers: handler/codecs/json_data.py
+
 from __future__ import annotations
 
 import math

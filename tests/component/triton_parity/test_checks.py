@@ -5,6 +5,10 @@ over gRPC, "rpc ModelConfig(ModelConfigRequest) returns (ModelConfigResponse)"; 
 "POST v2/repository/index" and "rpc RepositoryIndex(RepositoryIndexRequest) returns (RepositoryIndexResponse)".
 """
 
+# covers: adapters/validation.py
+# covers: handler/protocol/model_config.py
+# covers: handler/rest/repository.py
+
 from __future__ import annotations
 
 from typing import Any

@@ -3,6 +3,8 @@ but will instead be type BYTES with shape [ batch-size, <count> ]", each element
 REST asks with the output parameter ``"classification": N``, gRPC with ``class_count`` (``int64_param``).
 """
 
+# covers: adapters/repository/labels.py
+
 from __future__ import annotations
 
 from typing import Any
