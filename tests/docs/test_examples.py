@@ -76,7 +76,7 @@ def s3_server(aws: dict[str, str]) -> Iterator[tuple[int, int]]:
 
 
 def _run(
-    example: Example, ports: tuple[int, int], cwd: Path, aws: dict[str, str] | None = None
+    example: Example, ports: tuple[int, int], cwd: Path, aws: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     code = HTTP_ADDRESS.sub(lambda m: f"{m[1]}:{ports[0]}", example.block.code)
     code = GRPC_ADDRESS.sub(lambda m: f"{m[1]}:{ports[1]}", code)
@@ -99,9 +99,9 @@ def _run(
         start_new_session=True,
     ) as process:
         try:
-            stdout, stderr = process.communicate(timeout=120)
+            stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            stdout, stderr = "", "timed out after 120 s"
+            stdout, stderr = "", f"timed out after {timeout:.0f} s"
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

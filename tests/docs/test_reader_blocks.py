@@ -32,6 +32,8 @@ from tests.support.servers import LOOPBACK, HeldPort, _answers, environment, htt
 #: The buckets the pages use: the S3 tensors page's and getting-started's repository in a bucket.
 TENSOR_BUCKET, MODEL_BUCKET = "my-tensors", "my-bucket"
 BLOCKS = reader_blocks()
+#: The longest a block may take: ``sam build`` downloads and compiles the Lambda package.
+BLOCK_TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +84,24 @@ def _block_environment(variables: dict[str, str]) -> dict[str, str]:
     return base | variables | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
+def earlier_aliases(block: Block) -> str:
+    """The ``alias`` lines of the shell blocks above ``block`` on its page."""
+    above = [b for b in blocks(block.page) if b.line < block.line and b.language == "bash"]
+    return "".join(f"{line}\n" for b in above for line in b.code.splitlines() if line.startswith("alias "))
+
+
+@pytest.mark.timeout(BLOCK_TIMEOUT + 60)
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not starts_a_server(b)], ids=lambda b: b.name)
 def test_a_block_runs_in_a_clone(block: Block, deployment: dict[str, str], tmp_path: Path) -> None:
     cwd = clone_view(tmp_path)
-    # As in an interactive shell, an alias a block defines applies to its next lines.
-    code = f"shopt -s expand_aliases\n{block.code}" if block.language in {"bash", "sh", "shell"} else block.code
+    # As in the reader's shell: the aliases the page's earlier blocks define apply (sam's), as they would to the
+    # block's own next lines.
+    code = f"shopt -s expand_aliases\n{earlier_aliases(block)}{block.code}" if block.language == "bash" else block.code
     example = Example(dataclasses.replace(block, code=code), None)
     env = {k: v for k, v in os.environ.items() if k in {"HOME", "OIP_TOOLS_DIR", "PYENV_ROOT"}} | deployment
     if "tritonclient.grpc" in block.code:  # a gRPC client of the ingress: the local server's gRPC port
         env["INGRESS"] = deployment["GRPC_INGRESS"]
-    result = _run(example, (0, 0), cwd, env)
+    result = _run(example, (0, 0), cwd, env, timeout=BLOCK_TIMEOUT)
     assert result.returncode == 0, f"{block.name} failed:\n{block.code}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
 
 
