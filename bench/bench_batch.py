@@ -8,10 +8,11 @@ turns each round) so that a shared machine's load falls on all of them alike:
 - ``oip batch .npy``: that .npy through ``oip batch``;
 - with ``--s3``: the batch Lambda handler in a process of its own on the .jsonl as an S3 object (an S3 ObjectCreated
   event, and a Step Functions item), against moto's S3 on 127.0.0.1, its log lines (the function's telemetry) written
-  to a file as Lambda's log agent would take them.
+  to a file as Lambda's log agent would take them; the object is uploaded before that process starts.
 
 Rows per second are the rows over each process's wall time (start to exit) and, for the batch paths, over the
-prediction alone as the manifest reports it (``rows_per_second``); CPU seconds are the process's user + system time.
+prediction alone as the manifest reports it (``rows_per_second``; for the floor, its loop of ``session.run`` alone);
+CPU seconds are the process's user + system time.
 
     python -m bench.bench_batch [--rows 100000] [--rounds 3] [--chunk-size 256] [--s3]
 """
@@ -56,23 +57,31 @@ with open(sys.argv[2], "rb") as lines, open(sys.argv[3], "wb") as out:
 """
 
 FLOOR = """
-import sys, numpy as np, onnxruntime as ort
+import json, sys, time, numpy as np, onnxruntime as ort
 session = ort.InferenceSession(sys.argv[1])
 rows, size = np.load(sys.argv[2]), int(sys.argv[3])
+started = time.perf_counter()
 for start in range(0, len(rows), size):
     session.run(None, {"input": rows[start : start + size]})
+print(json.dumps({"rows_per_second": len(rows) / (time.perf_counter() - started)}))
+"""
+
+S3_UPLOAD = """
+import sys, time
+import boto3
+bucket, key, source = sys.argv[1:4]
+for _ in range(100):
+    try:
+        boto3.client("s3").create_bucket(Bucket=bucket); break
+    except Exception:
+        time.sleep(0.1)
+boto3.client("s3").upload_file(source, bucket, key)
 """
 
 S3_RUN = """
-import json, sys, time
+import sys
 import boto3
-for _ in range(100):
-    try:
-        boto3.client("s3").create_bucket(Bucket="bench"); break
-    except Exception:
-        time.sleep(0.1)
 bucket, key, source, kind = sys.argv[1:5]
-boto3.client("s3").upload_file(source, bucket, key)
 from handler.batch import lambda_handler
 from handler.cli.lambda_context import LocalLambdaContext
 if kind == "s3":
@@ -94,12 +103,16 @@ class Contender:
 
     name: str
     run: Callable[[int], subprocess.CompletedProcess[str]]
+    #: What a round needs before it is timed (the S3 object uploaded).
+    prepare: Callable[[int], object] | None = None
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
     inner: list[float] = field(default_factory=list)
 
 
 def _timed(contender: Contender, round_number: int, rows: int) -> None:
+    if contender.prepare is not None:
+        contender.prepare(round_number)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = contender.run(round_number)
@@ -146,15 +159,25 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _s3(kind: str, source: Path, env: dict[str, str]) -> Callable[[int], subprocess.CompletedProcess[str]]:
+def _s3(kind: str, source: Path, env: dict[str, str]) -> Contender:
+    """The batch Lambda handler on ``source`` as an S3 object (``kind``: ``s3`` an S3 event, ``sfn`` a Step
+    Functions item), uploaded before the timed process starts."""
+
+    def key(round_number: int) -> str:
+        return f"input/iris/{kind}-{round_number}.jsonl"  # a new object each round: a predicted one is skipped
+
+    def prepare(round_number: int) -> None:
+        command = [sys.executable, "-c", S3_UPLOAD, "bench", key(round_number), str(source)]
+        subprocess.run(command, check=True, env=env)
+
     def run(round_number: int) -> subprocess.CompletedProcess[str]:
-        key = f"input/iris/{kind}-{round_number}.jsonl"  # a new object each round: a predicted one is skipped
-        command = [sys.executable, "-c", S3_RUN, "bench", key, str(source), kind]
+        command = [sys.executable, "-c", S3_RUN, "bench", key(round_number), str(source), kind]
         with (source.parent / f"{kind}.log").open("w") as log:  # the function's log lines (EMF), as CloudWatch's
             done = subprocess.run(command, stdout=log, stderr=subprocess.PIPE, text=True, env=env)
         return subprocess.CompletedProcess(done.args, done.returncode, done.stderr, done.stderr)
 
-    return run
+    name = "S3 object (Lambda)" if kind == "s3" else "Step Functions item (Lambda)"
+    return Contender(name, run, prepare=prepare)
 
 
 def _table(contenders: list[Contender]) -> str:
@@ -199,8 +222,7 @@ def main() -> None:
                    "OIP_BATCH_CHUNK_SIZE": str(args.chunk_size), "MODEL_REPOSITORY": str(DEMO_REPOSITORY)}  # fmt: skip
             moto = subprocess.Popen([executable("moto", "moto_server"), "-p", str(port)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-            contenders += [Contender("S3 object (Lambda)", _s3("s3", jsonl, env)),
-                           Contender("Step Functions item (Lambda)", _s3("sfn", jsonl, env))]  # fmt: skip
+            contenders += [_s3("s3", jsonl, env), _s3("sfn", jsonl, env)]
         try:
             for round_number in range(args.rounds):
                 turn = round_number % len(contenders)
