@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Final
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from handler.config.settings import Settings
+from handler.config.settings import Settings, inherited_settings
 
 #: A connection's phases: waiting for a request's head (or its first byte), reading its body, the request read
 #: (with the app), answered and waiting for the next request.
@@ -78,8 +78,8 @@ class ConnectionLimits:
 
 @functools.cache
 def process_limits() -> ConnectionLimits:
-    """The limits of this process's connections, from the environment (``oip serve`` puts its options there)."""
-    return ConnectionLimits.from_settings(Settings.from_env())
+    """The limits of this process's connections, from the settings ``oip serve`` handed it."""
+    return ConnectionLimits.from_settings(inherited_settings())
 
 
 def _answer(status: int, reason: str, message: str) -> bytes:

@@ -56,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from handler.cli import setting_overrides
     from handler.config.cores import available_cores
-    from handler.config.settings import Settings, export_to_workers, hand_to_workers
+    from handler.config.settings import Settings, hand_to_workers
 
     # Options over the environment's variables; with neither, the platform's environment decides where to listen and
     # what to serve (Vertex AI's AIP_*, SageMaker's SAGEMAKER_*). SettingsError for a value a variable does not take.
@@ -86,7 +86,6 @@ def serve(args: argparse.Namespace) -> int:
             metrics_host=metrics_host,
         )
         hand_to_workers(settings)
-        export_to_workers(settings)
         import uvicorn
 
         config = uvicorn.Config(

@@ -5,11 +5,11 @@ workers, ``oip batch``; the fields only ``oip serve``'s processes read are ``Ser
 handler/config/serve_settings.py), ``LambdaSettings`` for what only the Lambda entry points read, ``BatchSettings`` for
 the batch function's destinations. Each field is declared once, with ``setting`` (handler/config/variables.py): its
 variable, its reader, its default, what it means and its ``oip serve`` option if it has one; ``from_env``,
-``VARIABLES``, ``to_env``, ``oip serve``'s options (handler/cli/) and the configuration reference's check all come
+``VARIABLES``, ``oip serve``'s options (handler/cli/) and the configuration reference's check all come
 from those declarations. The modules that use a value receive it (as a field, or as a constructor parameter from
 handler/runtime/container.py for the adapters); none of them reads the environment. ``oip serve``'s workers build their
 app from the ``Settings`` object the supervisor hands them before it forks them (``hand_to_workers``); nothing writes
-to the environment to pass a value on, but ``export_to_workers`` for what a worker still reads from it.
+to the environment to pass a value on.
 (The rollout hooks, handler/rollout/hook.py, are a Lambda package of their own, with only the standard library: they
 read their two variables themselves. Two libraries' own variables are set where the library is loaded, before it
 reads them: ``ORT_DISABLE_TELEMETRY`` in adapters/onnx/__init__.py and ``OPENBLAS_NUM_THREADS`` in ``oip serve``'s
@@ -47,7 +47,6 @@ from handler.config.variables import (
     raw,
     read_declared,
     setting,
-    spelled,
 )
 from handler.config.variables import SettingsError as SettingsError
 
@@ -280,14 +279,8 @@ class Settings(ServeSettings):
         values.update({name: value for name, value in overrides.items() if value is not None})
         return cls.from_env(env, **values)
 
-    def to_env(self) -> dict[str, str]:
-        """These settings as the variables ``from_env`` reads them from (an empty value for one unset), only to
-        give a child process the settings of its parent (``export_to_workers``). The Triton and platform settings
-        are not among them: a child reads those from the environment it inherits."""
-        return {variable: spelled(getattr(self, name)) for name, variable in VARIABLES.items()}
 
-
-#: ``Settings``' fields -> the variables ``to_env`` writes them to (``from_env`` reads each from there).
+#: ``Settings``' fields read from a variable of their own -> that variable (``from_env`` reads each from there).
 VARIABLES: dict[str, str] = {
     each.name: declaration.variable for each, declaration in declared(Settings) if declaration.passed_on
 }
@@ -310,13 +303,6 @@ def inherited_settings() -> Settings:
     """The settings ``oip serve``'s supervisor handed this process (``hand_to_workers``), else its environment's: a
     fresh interpreter that builds the app (gunicorn's or granian's workers, as bench/ runs them)."""
     return _handed if _handed is not None else Settings.from_env()
-
-
-def export_to_workers(settings: Settings) -> None:
-    """Put ``settings`` in this process's environment too, for what a worker reads from its environment rather than
-    from ``inherited_settings`` (handler/cli/connections.py's connection limits): ``oip serve``'s supervisor,
-    before its workers start."""
-    os.environ.update(settings.to_env())
 
 
 def onnxruntime_telemetry_off(env: Mapping[str, str] | None = None) -> bool:

@@ -1,7 +1,7 @@
 """How one environment variable is read: the readers (one boolean dialect, typed numbers, choices), the one-line
 ``SettingsError`` for a value a variable does not accept, and ``setting``, the one declaration of a settings field
 (its variable, its reader, its default, what it means and the ``oip serve`` option that also gives it) from which
-reading, the ``oip`` options, writing for a child process and the configuration reference's check all come.
+reading, the ``oip`` options and the configuration reference's check all come.
 
 Switches accept ``1``, ``true``, ``yes`` or ``on`` and ``0``, ``false``, ``no`` or ``off``, in any case. An empty
 value is the default, as an unset one (a template may pass ``""`` for a parameter left empty).
@@ -179,8 +179,8 @@ class Option:
 @dataclass(frozen=True)
 class Declaration:
     """A settings field's one declaration: the variable it is read from, how it is read, what it means, whether
-    ``to_env`` writes it for a child process (not a value read from several variables, which the child inherits),
-    and the ``oip serve`` option that also gives it (None: only its variable)."""
+    it is read from a variable of its own (``passed_on``; not a value read from several variables, as Triton's and
+    the platform's are), and the ``oip serve`` option that also gives it (None: only its variable)."""
 
     variable: str
     reader: Reader

@@ -277,16 +277,12 @@ def test_every_field_is_declared_once_with_its_variable_reader_and_meaning() -> 
     }
 
 
-def test_to_env_gives_a_child_process_the_same_settings() -> None:
-    """Every field but the platform's and Triton's (a child inherits their variables) has a variable, and a child
-    reading ``to_env`` over an environment that says otherwise reads the parent's settings back."""
+def test_every_field_but_the_platforms_and_tritons_is_read_from_its_variable() -> None:
+    """Every field but the platform's and Triton's (read from their own variables) has a variable of its own, and
+    each is read from it."""
     assert set(VARIABLES) == {f.name for f in fields(Settings)} - {"platform", "triton"}
     changed = Settings.from_env({name: text for name, _, text, _ in SETTINGS_READS if name in VARIABLES.values()})
     assert all(getattr(changed, f) != getattr(Settings(), f) for f in VARIABLES), "each field away from its default"
-    assert Settings.from_env(changed.to_env()) == changed
-    inherited = {name: text for name, _, text, _ in SETTINGS_READS}  # the parent's environment says otherwise
-    assert Settings.from_env({**inherited, **Settings().to_env()}) == Settings()
-    assert Settings().to_env()["OIP_WORKERS"] == "" and Settings().to_env()["OIP_EAGER_LOAD"] == "1"
 
 
 def _clean_environment(**env: str) -> dict[str, str]:
@@ -445,7 +441,7 @@ def test_only_the_settings_module_touches_the_environment() -> None:
     assert not offences, offences
 
 
-def test_the_settings_module_writes_the_environment_only_for_worker_processes() -> None:
+def test_the_settings_module_never_writes_the_environment() -> None:
     tree = ast.parse((ROOT / SETTINGS_MODULE).read_text())
     writers: set[str] = set()
     for function in ast.walk(tree):
@@ -461,7 +457,7 @@ def test_the_settings_module_writes_the_environment_only_for_worker_processes() 
                 target = node.value
             if writes and isinstance(target, ast.Attribute) and target.attr == "environ":
                 writers.add(function.name)
-    assert writers == {"export_to_workers"}
+    assert writers == set()
 
 
 def test_the_scan_sees_every_form_of_touch() -> None:
