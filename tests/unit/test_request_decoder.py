@@ -409,3 +409,26 @@ def test_plans_stay_bounded_and_each_call_gets_its_own_mappings() -> None:
     second = decoder.decode(head + b"\0" * 24, len(head), LIMIT)
     assert second.parameters == {"binary_data_output": True}
     assert second.inputs[1].parameters == {"note": "x"} and second.outputs[0].parameters == {"classification": 2}
+
+
+def test_headers_that_fail_keep_no_plan_and_leave_the_kept_ones_serving() -> None:
+    decoder = RequestDecoder({Strategy.HEADER_PLANS})
+    good = orjson.dumps(TWO)
+    for _ in range(2):
+        decoder.decode(good + b"\0" * 24, len(good), LIMIT)
+    bad = [
+        b'{"inputs":[{"name":"A","shape":[-1],"datatype":"FP32","parameters":{"binary_data_size":4}}]}',
+        b'{"inputs":[{"name":"A","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}}',
+        orjson.dumps({"inputs": TWO["inputs"] * 2}),
+        b"\xff" * 40,
+    ]
+    for header in bad:
+        for _ in range(3):
+            with pytest.raises(V2Error):
+                decoder.decode(header + b"\0" * 4, len(header), LIMIT)
+    with pytest.raises(V2Error, match="the request names 2 inputs"):  # a kept plan, held to another model's counts
+        decoder.decode(good + b"\0" * 24, len(good), LIMIT, TensorCounts(1, 1, 1))
+    assert decoder.plans is not None and [plan for plan in decoder.plans.plans.values() if plan] == [
+        decoder.plans.plans[(good, True, LIMIT)]
+    ]
+    assert decoder.decode(good + b"\1" * 24, len(good), LIMIT).inputs[1].data.tolist() == [0x0101010101010101] * 2
