@@ -23,7 +23,7 @@ from handler.config.settings import DEMO_REPOSITORY
 from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
 from tests.support.servers import LiveServer, wait_for
-from tests.support.triton_server import TritonServer
+from tests.support.triton_server import TritonServer, build_repository
 
 pytestmark = pytest.mark.integration
 ROWS = np.random.default_rng(0).random((3, 4)).astype(np.float32)
@@ -149,10 +149,7 @@ def test_proxy_mode_forwards_unknown_names(triton: TritonServer) -> None:
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_triton_down_gives_503_then_recovers(tmp_path: Path, protocol: str) -> None:
     """Kill Triton mid-run: clean 503s with Retry-After, model not ready, then recovery once it is back."""
-    from tests.support.triton_server import TritonServer as Server
-    from tests.support.triton_server import build_repository
-
-    triton = Server(build_repository(tmp_path / "models"), tmp_path)
+    triton = TritonServer(build_repository(tmp_path / "models"), tmp_path)
     triton.start()
     server = _server(triton, protocol, retries=0)
     url = f"http://{server.url}/v2/models/iris_gpu"
