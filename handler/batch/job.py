@@ -16,8 +16,7 @@ import orjson
 from adapters.errors import InvalidInput, V2Error
 from adapters.types import InferCall, InferResult, RequestedOutput
 from handler.batch.lines import OverlongLine
-from handler.codecs.json_numeric import load_infer_json
-from handler.codecs.request import decode_infer_document, load_json_object
+from handler.codecs.request import DECODER
 from handler.codecs.response import encode_infer_response
 from handler.config.settings import LAMBDA_SYNC_PAYLOAD_BYTES
 from handler.inference.service import InferenceService
@@ -122,7 +121,7 @@ def parse_line(
     """A JSON line (or message body) as ``(model, version, request document)``: a V2 inference request naming its
     model with ``model_name`` (and ``model_version``), or taking ``model`` and ``version``; parsed as a REST
     request's JSON body is."""
-    document = load_infer_json(raw, counts=service.cap_counts) or load_json_object(raw, what)
+    document = DECODER.parse(raw, service.cap_counts, what)
     model = document.pop("model_name", None) or model
     version = document.pop("model_version", None) or version
     if not model:
@@ -136,7 +135,7 @@ async def decode_document(service: InferenceService, model: ResolvedModel, docum
     """A request document (``parse_line``'s) decoded as a REST request's JSON body is, within the service's counts
     for its model and OIP_MAX_TENSOR_BYTES."""
     counts = service.known_counts(model) or await service.counts(model)
-    return decode_infer_document(document, None, service.max_tensor_bytes, counts)
+    return DECODER.decode_document(document, None, service.max_tensor_bytes, counts)
 
 
 async def parse_rows(

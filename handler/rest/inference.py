@@ -47,7 +47,7 @@ def _parse_header_length(value: str | None) -> int | None:
 
 
 #: Reads a request's body given its declared Content-Length and the size limit: ``read_stream`` over Starlette's
-#: ``Request.stream`` on the route, ``read_receive`` over the ASGI receive on the fast path.
+#: ``Request.stream`` on the route, over the ASGI receive (``receive_chunks``) on the fast path.
 BodyReader = Callable[[str | None, int], Awaitable[bytes]]
 
 #: JSON texts (a body, or a binary request's header) of this many bytes or more are decoded in a thread of their

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
 from adapters.types import InferCall, InferResult
-from handler.codecs.request import decode_infer_document, load_json_object
+from handler.codecs.request import DECODER
 from handler.codecs.response import encode_infer_response
 from handler.codecs.tfserving import decode_predict
 from handler.config.platform import Platform, custom_attributes, target_model
@@ -96,14 +96,14 @@ class InvocationExchange(Exchange[Response]):
 
     async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
         view, header_size = memoryview(self.body), self.header_size
-        document = load_json_object(view[:header_size] if header_size is not None else view)
+        document = DECODER.parse(view[:header_size] if header_size is not None else view, service.cap_counts)
         if header_size is None and ("instances" in document or isinstance(document.get("inputs"), dict)):
             metadata = await service.metadata(model)
             call, self.kind = decode_predict(document, metadata.inputs, service.max_tensor_bytes)
             return call
         binary = view[header_size:] if header_size is not None else None
         counts = await service.counts(model)
-        return decode_infer_document(document, binary, service.max_tensor_bytes, counts)
+        return DECODER.decode_document(document, binary, service.max_tensor_bytes, counts)
 
     def encode(self, result: InferResult, call: InferCall) -> Encoded[Response]:
         if self.kind:
