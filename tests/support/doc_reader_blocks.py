@@ -28,7 +28,7 @@ from tests.support.doc_examples import (
 )
 
 #: A command that starts a server and runs until stopped: ``oip serve`` (after variable assignments) or moto's.
-SERVER_LINE = re.compile(r"^(?:[A-Z][A-Z0-9_]*=\S+\s+)*(?:oip serve\b|\S*/moto_server\b)")
+SERVER_LINE = re.compile(r"^(?:[A-Z][A-Z0-9_]*=(?:'[^']*'|\"[^\"]*\"|\S+)\s+)*(?:oip serve\b|\S*/moto_server\b)")
 #: The layout getting-started shows for a repository of one's own (checked against its text block).
 LAYOUT = ("my-models/", "my-models/churn/", "my-models/churn/config.pbtxt", "my-models/churn/1/",
           "my-models/churn/1/model.onnx")  # fmt: skip
