@@ -14,12 +14,15 @@ is decoded alone (``job.parse_rows``), so that each gets the error it gets alone
 A line that repeats a plain line's bytes but for its data array (its ``Template``: the bytes before and after the
 array), where that array holds nothing but numbers and commas (the element count of the shape), is in that line's
 group without being parsed alone: its data stays raw, and the group's raw data is parsed in one ``orjson.loads``
-(a group whose raw data does not parse, or converts to the wrong size, is decoded line by line, as above).
+(a group whose raw data does not parse, or converts to the wrong size, is decoded line by line, as above). A chunk
+whose lines all take its first line's form is found so by one regular expression over the chunk.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -159,9 +162,48 @@ def _plain(raw: bytes, job: BatchJob) -> tuple[tuple[Any, ...], str, Any] | None
     return (model, version, name, datatype, tuple(shape)), line_id, data
 
 
+@functools.lru_cache(maxsize=64)
+def _form(prefix: bytes, suffix: bytes) -> re.Pattern[bytes]:
+    """Lines of a template's form, each a match of its own (``re.MULTILINE``), its raw data the group."""
+    return re.compile(b"^" + re.escape(prefix) + b"([0-9.eE+\\-, \t\r]+)" + re.escape(suffix) + b"$", re.MULTILINE)
+
+
+def _one_group(job: BatchJob, chunk: list[tuple[int, bytes]]) -> MergedLines | None:
+    """The chunk as one group when its first line is plain with a ``Template`` and every other line is of that
+    template's form (found by one regular expression over the chunk, not line by line); else None. Its data is
+    then raw, each line's numbers not counted: ``merge_group`` parses each line as an array of its own, so a line
+    of another count fails the group."""
+    first = chunk[0][1]
+    plain = _plain(first, job)
+    if plain is None:
+        return None
+    key, line_id, parsed = plain
+    template = _template(first, key, line_id, parsed)
+    first_data = None if template is None else template.data_of(first)
+    if template is None or first_data is None:
+        return None
+    raws = [raw for _, raw in chunk]
+    if max(map(len, raws)) >= MIN_FAST_BYTES:
+        return None
+    found = _form(template.prefix, template.suffix).findall(b"\n".join(raws[1:]))
+    if len(found) != len(raws) - 1:
+        return None
+    group = MergedLines(*key)
+    group.lines = [line for line, _ in chunk]
+    id_prefix = job.id_prefix
+    group.ids = [line_id] * len(raws) if line_id is not None else [f"{id_prefix}{line}" for line in group.lines]
+    group.raws = raws
+    group.data = [first_data, *found]
+    return group
+
+
 def group_lines(job: BatchJob, chunk: list[tuple[int, bytes]]) -> tuple[list[MergedLines], list[tuple[int, bytes]]]:
     """The chunk's plain lines in groups (by model, version, input name, datatype and shape, in line order), and
     the other lines, each to be decoded alone."""
+    if len(chunk) > 1:
+        whole = _one_group(job, chunk)
+        if whole is not None:
+            return [whole], []
     groups: dict[tuple[Any, ...], MergedLines] = {}
     alone: list[tuple[int, bytes]] = []
     id_prefix = job.id_prefix
@@ -218,7 +260,7 @@ async def merge_group(service: InferenceService, job: BatchJob, group: MergedLin
     data = group.data
     try:
         if all(type(one) is bytes for one in data):  # each line's raw numbers (``Template``): parsed at once
-            data = orjson.loads(b"[" + b",".join(data) + b"]")
+            data = orjson.loads(b"[[" + b"],[".join(data) + b"]]")
         else:
             data = [orjson.loads(b"[" + one + b"]") if type(one) is bytes else one for one in data]
     except orjson.JSONDecodeError:
