@@ -10,6 +10,12 @@ with ``shadow_timeout_ms`` as its deadline (onnxruntime stops the run then; coun
 counted ``error`` and dropped. The task runs in a context of its own: no request's deadline, span or log keys
 reach it.
 
+A disagreeing request is logged at most once per ``DISAGREEMENT_LOG_INTERVAL_S`` per worker: a warning that names
+the model, both versions, the request's id and each disagreeing output with its disagreeing elements and largest
+differences, and no value of either answer (no payload reaches a log); with a request log (``RequestLogSampler``,
+on Lambda), a record whose ``raw_prediction`` holds the same comparison and both answers, each output's first
+``LOGGED_VALUES`` values (``shadow_record``).
+
 On AWS Lambda nothing runs once an invocation has returned, so ``InvocationShadow`` keeps the copies on the queue
 and ``run_after`` runs them when the invocation's answer is complete, before the handler returns it: the answer is
 never changed, and it waits for its copies at most ``shadow_timeout_ms`` each. A copy runs only while the
@@ -26,18 +32,23 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio.to_thread
+import numpy as np
 
 from adapters import deadline as deadlines
 from adapters.deadline import DeadlineExceeded
 from adapters.repository.shadow import SHADOW_TIMEOUT_MS, ShadowPlan
-from adapters.types import InferCall, InferResult
-from handler.observability.comparison import Comparison, compare_outputs
+from adapters.types import InferCall, InferResult, Tensor
+from handler.config.settings import Settings
+from handler.observability.comparison import Comparison, OutputComparison, compare_outputs
 from handler.observability.shadow_metrics import Key, ShadowCounters
 from handler.protocol.dataplane import DataPlane
 from handler.protocol.resolved_model import ResolvedModel
+
+if TYPE_CHECKING:  # the request log's module is imported only when request logging is on
+    from handler.observability.request_log import RequestLogSampler
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +56,10 @@ logger = logging.getLogger(__name__)
 QUEUE_SIZE: Final = 64
 #: Seconds between two logged disagreements at least, per worker.
 DISAGREEMENT_LOG_INTERVAL_S: Final = 1.0
-#: Values of each output a logged disagreement shows.
+#: Values of each output a disagreement's request-log record holds.
 LOGGED_VALUES: Final = 8
+#: Characters of each BYTES value a disagreement's request-log record holds.
+LOGGED_CHARACTERS: Final = 64
 
 
 class Counts(Protocol):
@@ -73,9 +86,11 @@ class Shadow:
     #: Whether ``offer`` starts the background task (``oip serve``); ``InvocationShadow`` runs its copies itself.
     background = True
 
-    def __init__(self, dataplane: DataPlane, counters: Counts) -> None:
+    def __init__(self, dataplane: DataPlane, counters: Counts, request_log: RequestLogSampler | None = None) -> None:
         self.dataplane = dataplane
         self.counters = counters
+        #: Where a logged disagreement's answers go; None: nowhere (the warning holds no value).
+        self.request_log = request_log
         self.queue: asyncio.Queue[Copy] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._logged = -DISAGREEMENT_LOG_INTERVAL_S
@@ -140,25 +155,26 @@ class Shadow:
         comparison = compare_outputs(copy.result.outputs, shadowed.outputs)
         self.counters.compared(copy.key, comparison)
         if not comparison.agrees:
-            self._log_disagreement(copy, shadowed)
+            self._log_disagreement(copy, shadowed, comparison)
 
-    def _log_disagreement(self, copy: Copy, shadowed: InferResult) -> None:
-        """One warning with the request's id and both answers (each output's first values), at most one per
-        ``DISAGREEMENT_LOG_INTERVAL_S`` per worker."""
+    def _log_disagreement(self, copy: Copy, shadowed: InferResult, comparison: Comparison) -> None:
+        """At most once per ``DISAGREEMENT_LOG_INTERVAL_S`` per worker: a warning naming the request and its
+        disagreeing outputs, no value of either answer; with a request log, both answers truncated there."""
         now = time.monotonic()
         if now - self._logged < DISAGREEMENT_LOG_INTERVAL_S:
             return
         self._logged = now
         model, version, candidate = copy.key
         logger.warning(
-            "shadow disagreement: model %s version %s against %s, request id %s: default %s; shadow %s",
+            "shadow disagreement: model %s version %s against %s, request id %s: %s",
             model,
             version,
             candidate,
             copy.call.id,
-            _answer(copy.result),
-            _answer(shadowed),
+            "; ".join(_difference(output) for output in comparison.outputs if not output.agrees),
         )
+        if self.request_log is not None:
+            self.request_log.log_shadow(model, version, shadow_record(copy, shadowed, comparison))
 
 
 class InvocationShadow(Shadow):
@@ -181,17 +197,20 @@ class InvocationShadow(Shadow):
                 logger.exception("shadow of %s version %s failed to count", copy.key[0], copy.plan.version)
 
 
-def invocation_shadow(dataplane: DataPlane) -> InvocationShadow | None:
-    """A Lambda function's shadow, its comparisons written as EMF metrics, its candidate versions loaded now (in
-    the init phase, as the defaults are); None when no model of the repository has a ``shadow_version`` (then
-    requests pay nothing for it)."""
+def invocation_shadow(dataplane: DataPlane, settings: Settings | None = None) -> InvocationShadow | None:
+    """A Lambda function's shadow, its comparisons written as EMF metrics, its disagreements to the request log
+    when ``settings`` (None: the environment's) turn it on, its candidate versions loaded now (in the init phase,
+    as the defaults are); None when no model of the repository has a ``shadow_version`` (then requests pay nothing
+    for it)."""
+    from handler.observability.lambda_telemetry import request_sampler
     from handler.observability.shadow_emf import ShadowEmf
 
     repository = dataplane.repository
     plans = {name: entry.shadow for name in repository.names() if (entry := repository.entry(name)).shadow}
     if not plans:
         return None
-    shadow = InvocationShadow(dataplane, ShadowEmf())
+    request_log = request_sampler(settings if settings is not None else Settings.for_lambda())
+    shadow = InvocationShadow(dataplane, ShadowEmf(), request_log)
     for name, plan in plans.items():
         try:
             dataplane.resolve(name, plan.version).backend.load()
@@ -208,11 +227,58 @@ def shadow_of(dataplane: DataPlane, stats_dir: str) -> Shadow:
     return Shadow(dataplane, ShadowCounters(stats_dir))
 
 
-def _answer(result: InferResult) -> str:
-    """Each output's name, shape and first ``LOGGED_VALUES`` values, for a log line."""
-    parts = []
-    for tensor in result.outputs:
-        values = tensor.data.ravel()[:LOGGED_VALUES].tolist()
-        more = ", ..." if tensor.data.size > LOGGED_VALUES else ""
-        parts.append(f"{tensor.name} {list(tensor.shape)} {values!s}"[:-1] + f"{more}]")
-    return "; ".join(parts)
+def shadow_record(copy: Copy, shadowed: InferResult, comparison: Comparison) -> dict[str, Any]:
+    """A disagreement as its request-log record's ``raw_prediction`` holds it: the shadow version, the request's id,
+    each output's ``comparison``, and both answers (``default``, ``shadow``), each output's first
+    ``LOGGED_VALUES`` values."""
+    return {
+        "shadow_version": copy.key[2],
+        "request_id": copy.call.id,
+        "comparison": [
+            {
+                "name": output.name,
+                "agrees": output.agrees,
+                "elements": output.elements,
+                "disagreeing": output.elements - output.agreeing,
+                "max_abs": output.max_abs,
+                "max_rel": output.max_rel,
+                "matched": output.matched,
+            }
+            for output in comparison.outputs
+        ],
+        "default": [_truncated(tensor) for tensor in copy.result.outputs],
+        "shadow": [_truncated(tensor) for tensor in shadowed.outputs],
+    }
+
+
+def _difference(output: OutputComparison) -> str:
+    """A disagreeing output for the warning line: its name and how it differs, never a value of it."""
+    if not output.matched:
+        return f"{output.name} mismatched (missing, or another shape or datatype)"
+    parts = [f"{output.elements - output.agreeing} of {output.elements} elements disagree"]
+    if output.max_abs is not None and output.max_rel is not None:
+        parts.append(f"max abs difference {output.max_abs:.3g}, max rel difference {output.max_rel:.3g}")
+    return f"{output.name} " + ", ".join(parts)
+
+
+def _truncated(tensor: Tensor) -> dict[str, Any]:
+    """An output as a V2 response holds it, ``data`` its first ``LOGGED_VALUES`` values (each BYTES value its first
+    ``LOGGED_CHARACTERS`` characters, as text), ``truncated`` whether there are more."""
+    values = np.asarray(tensor.data).ravel()[:LOGGED_VALUES]
+    if tensor.datatype == "BYTES":
+        data: list[Any] = [_text(value)[:LOGGED_CHARACTERS] for value in values.tolist()]
+    elif tensor.datatype == "BF16":
+        data = values.astype(np.float32).tolist()
+    else:
+        data = values.tolist()
+    return {
+        "name": tensor.name,
+        "datatype": tensor.datatype,
+        "shape": list(tensor.shape),
+        "data": data,
+        "truncated": int(np.asarray(tensor.data).size) > LOGGED_VALUES,
+    }
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

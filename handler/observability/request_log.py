@@ -1,6 +1,11 @@
 """Request-response logging as AI Platform's ``requestLoggingConfig``: a sampled share of successful
 inferences is sent to a Kinesis Data Firehose stream (delivered to S3, queried through a Glue table with
-columns model, model_version, time, raw_data, raw_prediction, groundtruth)."""
+columns model, model_version, time, raw_data, raw_prediction, groundtruth).
+
+A shadow's disagreement (``handler/inference/shadow.py``) goes to the same stream as a record of its own, with the
+same columns: its ``raw_prediction`` holds the comparison and both answers, truncated, as JSON text (an object
+with ``shadow_version``, ``request_id``, ``comparison``, ``default`` and ``shadow``); its ``raw_data`` and
+``groundtruth`` are null. A request's record always has its ``raw_data``."""
 
 from __future__ import annotations
 
@@ -57,6 +62,22 @@ class RequestLogSampler:
         except Exception:  # logging is best effort: the prediction has been made
             logger.exception("request logging sink failed")
         return True
+
+    def log_shadow(self, model: str, version: str, shadow: dict[str, Any]) -> None:
+        """Log a shadow's disagreement (``shadow``: what its ``raw_prediction`` holds), unsampled: the shadow
+        chooses which. A sink failure is logged and dropped."""
+        record = {
+            "model": model,
+            "model_version": version,
+            "time": datetime.now(UTC).isoformat(),
+            "raw_data": None,
+            "raw_prediction": orjson.dumps(shadow, option=orjson.OPT_SERIALIZE_NUMPY).decode(),
+            "groundtruth": None,
+        }
+        try:
+            self.sink(orjson.dumps(record) + b"\n")
+        except Exception:  # logging is best effort: the answer has been given
+            logger.exception("request logging sink failed")
 
 
 def firehose_sink(stream_name: str, client: Any = None) -> Sink:

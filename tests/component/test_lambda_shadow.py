@@ -107,9 +107,11 @@ def test_lambda_shadow_emf_metrics_equal_two_onnxruntime_sessions(tmp_path: Path
     one, two = (ort.InferenceSession(str(model / v / "model.onnx"), providers=["CPUExecutionProvider"]) for v in "12")
     agreeing = label_agreeing = elements = 0
     largest = []
+    values: set[str] = set()
     for array, answer in zip(sent, answers, strict=True):
         p1, l1 = one.run(["probabilities", "label"], {"input": array})
         p2, l2 = two.run(["probabilities", "label"], {"input": array})
+        values.update(repr(v) for v in (*p1.ravel().tolist(), *p2.ravel().tolist()))
         assert outputs(answer)["label"] == l1.tolist()  # the default's answer, unchanged
         label_agreeing += int((l1 == l2).sum())
         elements += l1.size
@@ -126,6 +128,8 @@ def test_lambda_shadow_emf_metrics_equal_two_onnxruntime_sessions(tmp_path: Path
     if perturbed:
         assert 0 < elements - label_agreeing < elements // 4  # some rows change class, most do not
         assert "shadow disagreement: model clf version 1 against 2, request id" in log
+        assert "label " in log and "elements disagree" in log
+        assert not [value for value in values if value in log]  # no value of either answer reaches a log
     else:
         assert agreeing == REQUESTS and shown == [0.0] * REQUESTS
 

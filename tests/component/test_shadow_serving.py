@@ -6,6 +6,7 @@ inputs; a shadow that fails leaves every default answer 200 and counts its failu
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,16 +81,24 @@ def by_hand(model: Path, arrays: list[np.ndarray]) -> dict:
     agreeing = label_agreeing = elements = 0
     buckets = [0] * (len(DIFFERENCE_BOUNDS) + 1)
     answers = []
+    values: set[str] = set()
     for array in arrays:
         p1, l1 = one.run(["probabilities", "label"], {"input": array})
         p2, l2 = two.run(["probabilities", "label"], {"input": array})
         answers.append(l1.tolist())
+        values.update(repr(v) for v in (*p1.ravel().tolist(), *p2.ravel().tolist()))
         label_agreeing += int((l1 == l2).sum())
         elements += l1.size
         agreeing += bool((l1 == l2).all())
         largest = float(np.abs(p1.astype(np.float64) - p2.astype(np.float64)).max())
         buckets[next((i for i, b in enumerate(DIFFERENCE_BOUNDS) if largest <= b), len(DIFFERENCE_BOUNDS))] += 1
-    return {"agreeing": agreeing, "labels": (label_agreeing, elements), "buckets": buckets, "answers": answers}
+    return {
+        "agreeing": agreeing,
+        "labels": (label_agreeing, elements),
+        "buckets": buckets,
+        "answers": answers,
+        "values": values,
+    }
 
 
 def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
@@ -100,7 +109,8 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
         send(server, [arrays[0]], "/v2/models/clf/versions/2/infer")  # a request to the candidate: no copy
         answers = send(server, arrays)
         metrics = settled(url, REQUESTS)
-        logged = [line for line in server.child.text().splitlines() if "shadow disagreement" in line]
+        log = server.child.text()
+        logged = [line for line in log.splitlines() if "shadow disagreement" in line]
     assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand["answers"]
     assert metrics.value("oip_shadow_compared_total", **LABELS) == REQUESTS
     assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand["agreeing"]
@@ -122,7 +132,13 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
     if perturbed:
         assert 0 < elements - label_agreeing < elements // 4  # some rows change class, most do not
         assert logged, "no disagreement logged"  # one a second at most: the first at least
-        assert "model clf version 1 against 2, request id" in logged[0] and "label [" in logged[0]
+        # Which outputs disagree and by how much; no value of either answer (oip serve has no request log).
+        assert re.search(
+            r"model clf version 1 against 2, request id None: probabilities \d+ of \d+ elements disagree, max abs "
+            r"difference [0-9.e+-]+, max rel difference [0-9.e+-]+; label \d+ of \d+ elements disagree$",
+            logged[0],
+        ), logged[0]
+        assert not [value for value in hand["values"] if value in log]
     else:
         assert hand["agreeing"] == REQUESTS and cumulative[0] == REQUESTS  # every difference 0
         assert not logged
