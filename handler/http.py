@@ -73,7 +73,7 @@ sampler = telemetry.sampler
 service = InferenceService(_dataplane(), settings, telemetry)
 # A model's ``shadow_version`` gets a copy of the requests its default answers, run once the invocation's answer
 # is complete (handler/inference/shadow.py); None when no model has one.
-shadow = service.shadow = invocation_shadow(service.dataplane)
+shadow = service.shadow = invocation_shadow(service.dataplane, sampler)
 app = create_serving_app(service.dataplane, settings, telemetry, service=service)
 mangum = Mangum(app, lifespan="off")
 max_body_bytes = settings.max_body_bytes

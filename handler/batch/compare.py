@@ -169,7 +169,8 @@ async def compare_jsonl(
 ) -> ComparisonReport:
     """Answer every line with its version and with ``candidate``, and compare the answers."""
     report = ComparisonReport(job.model, job.version, candidate)
-    numbered = enumerate((logged_request(line) for line in lines), start=1)
+    logged = ((number, logged_request(line)) for number, line in enumerate(lines, start=1))
+    numbered = ((number, request) for number, request in logged if request is not None)
     while not (stop and stop()):
         chunk = list(islice(numbered, job.chunk_size))
         if not chunk:
@@ -217,10 +218,11 @@ async def _answers(
         return [exc] * len(calls)
 
 
-def logged_request(line: bytes) -> bytes:
+def logged_request(line: bytes) -> bytes | None:
     """A line of the sampled request logs (``observability/request_log.py``: ``model``, ``raw_data``, ...) as the
-    V2 request it logged, naming its model; any other line as it is. A logged body that was binary stays a
-    record, which fails as its row."""
+    V2 request it logged, naming its model; any other line as it is; None for a shadow's disagreement record
+    (``raw_data`` null), which logged no request. A logged body that was binary stays a record, which fails as its
+    row."""
     if isinstance(line, OverlongLine) or b'"raw_data"' not in line:
         return line
     try:
@@ -230,6 +232,8 @@ def logged_request(line: bytes) -> bytes:
     if not isinstance(record, dict):
         return line
     raw, model = record.get("raw_data"), record.get("model")
+    if raw is None and "raw_data" in record:
+        return None  # a shadow's disagreement record (observability/request_log.py): no request, not a row
     if not isinstance(raw, str) or not isinstance(model, str):
         return line
     try:

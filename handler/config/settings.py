@@ -94,8 +94,8 @@ class Settings(ServeSettings):
         "the model repository: a local directory, ``s3://bucket/prefix`` or ``gs://bucket/prefix``",
         option=Option(
             ("--model-repository", "--model_dir", "--model-store"),  # KServe's and Triton's spellings too
-            default="the platform's own location (handler/config/platform.py), else OIP_DEFAULT_REPOSITORY (what a "
-            "container image ships), else the demo repository",
+            default="the platform's own location (SageMaker's /opt/ml/model, Vertex AI's AIP_STORAGE_URI), else "
+            "OIP_DEFAULT_REPOSITORY (what a container image ships), else the demo repository",
         ),
     )
     max_body_bytes: int = setting(

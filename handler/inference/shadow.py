@@ -41,7 +41,6 @@ from adapters import deadline as deadlines
 from adapters.deadline import DeadlineExceeded
 from adapters.repository.shadow import SHADOW_TIMEOUT_MS, ShadowPlan
 from adapters.types import InferCall, InferResult, Tensor
-from handler.config.settings import Settings
 from handler.observability.comparison import Comparison, OutputComparison, compare_outputs
 from handler.observability.shadow_metrics import Key, ShadowCounters
 from handler.protocol.dataplane import DataPlane
@@ -197,19 +196,17 @@ class InvocationShadow(Shadow):
                 logger.exception("shadow of %s version %s failed to count", copy.key[0], copy.plan.version)
 
 
-def invocation_shadow(dataplane: DataPlane, settings: Settings | None = None) -> InvocationShadow | None:
-    """A Lambda function's shadow, its comparisons written as EMF metrics, its disagreements to the request log
-    when ``settings`` (None: the environment's) turn it on, its candidate versions loaded now (in the init phase,
+def invocation_shadow(dataplane: DataPlane, request_log: RequestLogSampler | None = None) -> InvocationShadow | None:
+    """A Lambda function's shadow, its comparisons written as EMF metrics, its disagreements to ``request_log``
+    (the function's request logging, None when it is off), its candidate versions loaded now (in the init phase,
     as the defaults are); None when no model of the repository has a ``shadow_version`` (then requests pay nothing
     for it)."""
-    from handler.observability.lambda_telemetry import request_sampler
     from handler.observability.shadow_emf import ShadowEmf
 
     repository = dataplane.repository
     plans = {name: entry.shadow for name in repository.names() if (entry := repository.entry(name)).shadow}
     if not plans:
         return None
-    request_log = request_sampler(settings if settings is not None else Settings.for_lambda())
     shadow = InvocationShadow(dataplane, ShadowEmf(), request_log)
     for name, plan in plans.items():
         try:

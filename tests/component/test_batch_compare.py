@@ -149,7 +149,8 @@ def test_failed_rows_are_counted_per_version_and_exit_1(tmp_path: Path) -> None:
 
 def test_sampled_request_logs_are_replayed_against_the_candidate(tmp_path: Path) -> None:
     """The request logging's records (model, raw_data, ...), as RequestLogSampler writes them, are compared as
-    the V2 requests they logged, each naming its model; a record of a binary body fails as its row."""
+    the V2 requests they logged, each naming its model; a record of a binary body fails as its row; a shadow's
+    disagreement record, which logged no request, is no row."""
     model = classifier_repository(tmp_path / "models", "clf", perturbed=True)
     arrays = [row[None, :] for row in rows(30, seed=4)]
     records: list[bytes] = []
@@ -158,6 +159,7 @@ def test_sampled_request_logs_are_replayed_against_the_candidate(tmp_path: Path)
         request = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": array.ravel().tolist()}]}
         assert sampler.offer("clf", "1", json.dumps(request).encode(), b"{}")
     assert sampler.offer("clf", "1", b"\xff\x00binary", b"{}")
+    sampler.log_shadow("clf", "1", {"shadow_version": "2", "request_id": "r"})  # a disagreement: no request, no row
     (tmp_path / "log.jsonl").write_bytes(b"".join(records))
     result = oip(
         "batch", "log.jsonl", "--compare-version", "2", "--model-repository", "models", "--quiet", cwd=tmp_path
