@@ -107,8 +107,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OipSe
 
 
 def _query(url: str, expression: str) -> list[float] | None:
-    """An instant query's values (None while Prometheus does not answer)."""
+    """An instant query's values (None while Prometheus is not ready: it answers 503 in plain text until then)."""
     try:
+        if httpx.get(f"{url}/-/ready", timeout=10).status_code != 200:
+            return None
         answer = httpx.get(f"{url}/api/v1/query", params={"query": expression}, timeout=10).json()
     except httpx.TransportError:
         return None
