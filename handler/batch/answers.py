@@ -68,6 +68,19 @@ def encode_lines(result: InferResult, ids: list[str], rows: int) -> list[bytes] 
     joints = [b"," + model + b',"outputs":[' + heads[0]]
     joints += [tails[k - 1] + b"," + heads[k] for k in range(1, len(heads))]
     joints.append(tails[-1] + end)
-    template = b'{"id":%b' + b"%b".join(joint.replace(b"%", b"%%") for joint in joints)
-    dumps = orjson.dumps
-    return [template % (dumps(values[0]), *values[1:]) for values in zip(ids, *datas, strict=True)]
+    rest = b"%b".join(joint.replace(b"%", b"%%") for joint in joints)
+    bare = _bare_ids(ids)
+    if bare is not None:  # each id's JSON is its bytes in quotes
+        template = b'{"id":"%b"' + rest
+        return [template % values for values in zip(bare, *datas, strict=True)]
+    template = b'{"id":%b' + rest
+    return [template % values for values in zip(map(orjson.dumps, ids), *datas, strict=True)]
+
+
+def _bare_ids(ids: list[str]) -> list[bytes] | None:
+    """The ids' UTF-8 bytes, split from one serialisation of them all, when each one's JSON string is its bytes in
+    quotes (no character escaped, none of more than one byte, so none a quote); else None."""
+    text = orjson.dumps(ids)
+    if not ids or len(text) != 3 * len(ids) + 1 + sum(map(len, ids)):  # [ ] , and two quotes each
+        return None
+    return text[2:-2].split(b'","')
