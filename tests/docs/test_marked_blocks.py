@@ -1,7 +1,9 @@
 """What runs here of the blocks marked ``<!-- not run: ... -->``: each keeps its mark (it needs a deployed stack, an
 AWS account), but its AWS CLI and ``oip`` commands run against moto's server (``AWS_ENDPOINT_URL``, as the AWS CLI
 reads it: the commands stay as the reader types them), its ``<placeholders>`` filled with resources made there as a
-stack would make them; and every repository file any marked block names exists."""
+stack would make them; an Athena query runs in SQLite over the template's request-log table; the scrape
+annotations name the image's metrics port and the path ``oip serve`` serves metrics on; and every repository file
+any marked block names exists."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import dataclasses
 import json
 import os
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
+import yaml
 
 from tests.docs.test_examples import _run
 from tests.support.doc_examples import ROOT, USER_PAGES, Block, Example, blocks, page_path
@@ -115,3 +120,42 @@ REPOSITORY_PATH = re.compile(r"(?<![\w/.-])((?:infra|events|models|scripts)/[\w.
 def test_the_files_a_marked_block_names_exist(block: Block) -> None:
     missing = [path for path in REPOSITORY_PATH.findall(block.code) if not (ROOT / path.rstrip(".")).exists()]
     assert not missing, f"{block.name} names files the repository does not have: {missing}"
+
+
+def _request_log_columns() -> list[str]:
+    """The columns of the template's Glue table ``requests`` (the request logs), its partition key last."""
+    text = (ROOT / "template.yaml").read_text()
+    table = text[text.index("Name: requests") :]
+    columns = re.findall(
+        r"\{ Name: (\w+), Type: \w+ \}", table[: table.index("Outputs:") if "Outputs:" in table else None]
+    )
+    partition = re.search(r"PartitionKeys: \[\{ Name: (\w+)", table)
+    assert partition, "the request-log table has a partition key"
+    return [column for column in dict.fromkeys(columns) if column != partition[1]] + [partition[1]]
+
+
+@pytest.mark.parametrize("block", [b for b in MARKED if b.language == "sql"], ids=lambda b: b.name)
+def test_an_athena_query_runs_over_the_request_log_table(block: Block) -> None:
+    """The query, in SQLite over a table with the template's columns, counts the rows it should."""
+    columns = _request_log_columns()
+    assert {"model", "model_version", "dt"} <= set(columns), columns
+    database = sqlite3.connect(":memory:")
+    database.execute(f"CREATE TABLE requests ({', '.join(columns)})")
+    rows = [{"model": "iris", "model_version": "1", "dt": "2024-05-02"}] * 3
+    rows += [{"model": "iris", "model_version": "1", "dt": "2024-04-30"}]
+    for row in rows:
+        database.execute(
+            f"INSERT INTO requests ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+        )
+    assert database.execute(block.code).fetchall() == [("iris", "1", 3)]
+
+
+@pytest.mark.parametrize("block", [b for b in MARKED if "prometheus.io/port" in b.code], ids=lambda b: b.name)
+def test_the_scrape_annotations_name_the_images_metrics(block: Block) -> None:
+    """The port is one the image exposes for metrics, and ``oip serve`` serves Prometheus's text at the path."""
+    annotations = yaml.safe_load(block.code)["metadata"]["annotations"]
+    dockerfile = (ROOT / "infra" / "Dockerfile.edge").read_text()
+    assert re.search(rf"^EXPOSE .*\b{annotations['prometheus.io/port']}\b", dockerfile, re.M), dockerfile
+    with oip_serve(workers=1, metrics=True, drop=("MODEL_REPOSITORY", "OIP_")) as server:
+        scraped = httpx.get(f"http://{LOOPBACK}:{server.metrics_port}{annotations['prometheus.io/path']}")
+    assert scraped.status_code == 200 and "# TYPE" in scraped.text
