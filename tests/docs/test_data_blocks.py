@@ -19,9 +19,15 @@ from typing import Any
 import boto3
 import httpx
 import numpy as np
+import onnx
 import pytest
 import yaml
+from mangum import Mangum
 
+from handler.cli.lambda_context import LocalLambdaContext
+from handler.rollout import hook
+from handler.server import build_app
+from tests.conftest import make_settings
 from tests.docs.test_examples import AWS_TEST_ENV, TENSOR_BUCKET
 from tests.support.doc_data_blocks import CHECKED_TITLES, PACKAGE_TITLE, titled
 from tests.support.doc_examples import ROOT, Block, blocks, output_matches
@@ -319,6 +325,35 @@ def test_a_version_resource_is_as_shown(block: Block, tmp_path: Path) -> None:
             assert re.fullmatch(VARYING[field], value) and re.fullmatch(VARYING[field], served[field]), field
         else:
             assert served[field] == value, (field, served[field])
+
+
+def _linear_model(inputs: str, width: int, outputs: str) -> onnx.ModelProto:
+    """``outputs = inputs @ ones(width, 1)``: FP32 [n, width] in, [n, 1] out."""
+    weights = onnx.helper.make_tensor("weights", onnx.TensorProto.FLOAT, [width, 1], [1.0] * width)
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", [inputs, "weights"], [outputs])],
+        "linear",
+        [onnx.helper.make_tensor_value_info(inputs, onnx.TensorProto.FLOAT, ["n", width])],
+        [onnx.helper.make_tensor_value_info(outputs, onnx.TensorProto.FLOAT, ["n", 1])],
+        [weights],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("block", titled("RolloutChecks"), ids=lambda b: b.name)
+def test_the_rollout_checks_pass_on_a_function_serving_their_model(block: Block, tmp_path: Path) -> None:
+    """The hooks' checks (``handler.rollout.hook.run_checks``, as ``OIP_ROLLOUT_CHECKS`` gives them) through the
+    Lambda HTTP app serving each model they call, one input of the width they send and one output: none fails."""
+    checks = json.loads(block.code)
+    for check in checks:
+        model = re.fullmatch(r"/v2/models/([\w-]+)/infer", check["path"])
+        assert model, check["path"]
+        (tensor,) = check["body"]["inputs"]
+        directory = tmp_path / model[1] / "1"
+        directory.mkdir(parents=True, exist_ok=True)
+        onnx.save(_linear_model(tensor["name"], tensor["shape"][1], "score"), directory / "model.onnx")
+    app = Mangum(build_app(make_settings(tmp_path)), lifespan="off")
+    assert hook.run_checks(lambda event: app(event, LocalLambdaContext()), checks) == []
 
 
 def test_every_checked_title_is_used() -> None:

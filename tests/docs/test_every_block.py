@@ -17,7 +17,7 @@ from tests.support.doc_reader_blocks import install_blocks, reader_blocks
 #: to run, never raise one without a reason in the mark.
 MARKED_AT_MOST = {
     "operations": 2,
-    "aws-lambda": 8,
+    "aws-lambda": 7,
     "batch": 4,
     "serving": 1,
     "platforms": 2,

@@ -10,6 +10,7 @@
 - ``Start-up log``: the lines ``oip serve`` writes as it starts, in order, with the command the page gives;
 - ``Version resource``: the resource ``oip serve`` shows for a version configured with the block's labels and
   scaling, once it has served a prediction;
+- ``RolloutChecks``: the rollout hooks' checks, which pass on a function serving a model of the shape they send;
 - ``pyproject.toml of my_package``: a package whose entry point makes the page's codec known once installed.
 
 Getting-started's repository layout (a tree drawn with ``└──``) is the one tests/docs/test_reader_blocks.py serves.
@@ -32,6 +33,7 @@ CHECKED_TITLES = (
     "IAM policy",
     "Start-up log",
     "Version resource",
+    "RolloutChecks",
     PACKAGE_TITLE,
 )
 
