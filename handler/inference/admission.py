@@ -212,9 +212,11 @@ class ModelGate:
 
     def measured(self, sample_s: float) -> None:
         """One run's measured time, between two answers (``_average``), and its spread (a quarter of each new
-        deviation, as TCP's ``rttvar``)."""
+        deviation, as TCP's ``rttvar``; a deviation counts for one run at most, so that one stalled run, a pause of
+        the whole process, cannot make a fast model look many runs long)."""
         if self.run_s:
-            self.spread_s += _SPREAD * (abs(sample_s - self.run_s) - self.spread_s)
+            deviation = min(abs(sample_s - self.run_s), self.run_s)
+            self.spread_s += _SPREAD * (deviation - self.spread_s)
         self.run_s = _average(self.run_s, sample_s)
 
 

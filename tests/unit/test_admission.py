@@ -175,6 +175,19 @@ def test_runs_that_vary_count_for_more_behind_the_run_in_progress() -> None:
         varying.admits(None)
 
 
+def test_a_stalled_run_moves_a_fast_models_spread_by_a_quarter_run_at_most() -> None:
+    """A 0.5 ms model whose process stalls for 50 ms once (a pause of the machine, not of the model): its queued
+    runs count for at most 1.5 runs each, so eight requests in flight (perf_analyzer at concurrency 8) stay far
+    within the bound and are admitted."""
+    gate = _gate(0.0005)
+    gate.measured(0.05)
+    assert gate.spread_s == pytest.approx(0.25 * 0.0005)
+    assert gate.queued_run_s() <= 1.5 * gate.run_s
+    for _ in range(8):
+        gate.admits(None)
+        gate.enter()
+
+
 def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:
     gate = _gate(0.0001)
     for _ in range(1000):  # a run in progress and a thousand more of 0.1 ms: within two runs and 100 ms
