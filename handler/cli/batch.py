@@ -15,6 +15,7 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 from handler.cli.errors import CliError
+from handler.cli.progress import progress_bar
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,8 +72,6 @@ def _run(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt) -> i
 
 def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt, service: InferenceService) -> int:
     """Predict the input file through ``service``; 0, 1 when any row failed, 130 when interrupted."""
-    from tqdm import tqdm
-
     from adapters.errors import V2Error
     from handler.batch.job import BatchJob
     from handler.batch.jsonl import predict_jsonl
@@ -113,18 +112,18 @@ def predict_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interru
     fingerprint = files.fingerprint()
     summary = resume.summary if resume else None
     with files.source.open("rb") as reader, _open_output(files.output, resume) as writer:
-        bar = tqdm(total=total, initial=summary.rows_in if summary else 0, unit="row", disable=args.quiet)
+        update, close = progress_bar(total, summary.rows_in if summary else 0, args.quiet)
         predict = predict_npy if files.is_npy else predict_jsonl
         stream: IO[bytes] | Any = reader
         if not files.is_npy:  # lines of at most max_bytes (a longer one is a failed row), after those done
             stream = islice(bounded_lines(read_chunks(reader.read), max_bytes), summary.rows_in if summary else 0, None)
         failure = None
         try:
-            summary = run(predict(service, job, stream, writer.write, bar.update, interrupt, summary))
+            summary = run(predict(service, job, stream, writer.write, update, interrupt, summary))
         except V2Error as exc:  # a whole-run failure mid-way (a truncated .npy): what was done is recorded
             failure = exc.message
         finally:
-            bar.close()
+            close()
         output_bytes = writer.tell()
     if failure is not None or summary is None:
         raise CliError(failure or "no rows predicted")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from handler.cli.errors import CliError
+from handler.cli.progress import progress_bar
 
 if TYPE_CHECKING:
     from handler.cli.batch import Interrupt
@@ -39,8 +40,6 @@ def report_path(files: BatchFiles, given: str | None) -> Path:
 
 def compare_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interrupt, service: InferenceService) -> int:
     """Compare the versions on the input file; the exit status of the module docstring."""
-    from tqdm import tqdm
-
     from adapters.errors import V2Error
     from handler.batch.compare import compare_jsonl
     from handler.batch.job import BatchJob
@@ -65,12 +64,12 @@ def compare_file(args: argparse.Namespace, files: BatchFiles, interrupt: Interru
         raise CliError(exc.message) from None
     total = count_lines(files.source)
     with files.source.open("rb") as reader:
-        bar = tqdm(total=total, unit="row", disable=args.quiet)
+        update, close = progress_bar(total, 0, args.quiet)
         try:
             lines = bounded_lines(read_chunks(reader.read), max_bytes)
-            report = run(compare_jsonl(service, job, args.compare_version, lines, bar.update, interrupt))
+            report = run(compare_jsonl(service, job, args.compare_version, lines, update, interrupt))
         finally:
-            bar.close()
+            close()
     document = report.report()
     document["input"] = str(files.source)
     target.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
