@@ -87,6 +87,7 @@ def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(serv
     supervisor = served.pid
     serving = wait_for(lambda: workers(supervisor) or {supervisor}, "no serving process")
     held = listening(served.port) | listening(served.grpc_port)
+    assert listening(served.port) and listening(served.grpc_port), "each port's listening socket is seen"
     posted, rest = _half_sent_request(served.port)
     kept_alive = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
     assert _ready(kept_alive) == 200

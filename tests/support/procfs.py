@@ -44,12 +44,14 @@ def socket_inodes(pid: int) -> set[int]:
 
 
 def listening(port: int) -> set[int]:
-    """The inodes of the sockets listening on ``port`` (IPv4), whoever holds them."""
+    """The inodes of the sockets listening on ``port``, IPv4 and IPv6 (gRPC listens on ``127.0.0.1`` through an
+    IPv6 socket, as ``::ffff:127.0.0.1``), whoever holds them."""
     found = set()
-    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = row.split()
-        if int(fields[1].split(":")[1], 16) == port and fields[3] == LISTENING:
-            found.add(int(fields[9]))
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == LISTENING:
+                found.add(int(fields[9]))
     return found
 
 
