@@ -51,6 +51,8 @@ def supervised(repository: Path, *args: str, metrics: bool = False) -> Iterator[
 
 
 def _two_workers(server: OipServer) -> set[int]:
+    """The two workers, once both serve: a worker is timed from its first heartbeat, sent once it serves."""
+    wait_for(lambda: server.child.text().count("Application startup complete") >= 2, "both workers serving")
     return wait_for(lambda: found if len(found := workers(server.pid)) == 2 else set(), "two workers")
 
 
