@@ -141,11 +141,18 @@ def make_reader_files(directory: Path) -> None:
     shutil.copy(ROOT / "models/iris/1/model.onnx", directory / "my-models/churn/1/model.onnx")
 
 
+#: Copied into a clone view rather than linked: SAM CLI resolves a linked template to the repository and then names
+#: its code directories by a path relative to the view, which is wrong wherever the repository lies elsewhere.
+COPIED = frozenset({"template.yaml"})
+
+
 def clone_view(directory: Path) -> Path:
     """``directory`` with a link to each of the repository's top-level entries (``.git`` and caches left out) and
     the reader's files: a clone to run blocks in, whose writes stay out of the repository."""
     for entry in ROOT.iterdir():
-        if entry.name not in {".git", ".aws-sam", "site"} and not entry.name.startswith((".", "__")):
+        if entry.name in COPIED:
+            shutil.copy(entry, directory / entry.name)
+        elif entry.name not in {".git", ".aws-sam", "site"} and not entry.name.startswith((".", "__")):
             (directory / entry.name).symlink_to(entry)
     make_reader_files(directory)
     return directory
