@@ -6,8 +6,9 @@ with ``--against triton``, tritonserver 2.51 beside it in the same run, with its
     python -m bench.bench_adaptive_overload [--seconds 5] [--slow-k 30] [--max-rate 1500] [--against triton]
 
 For each server and model: unloaded p99 (one request at a time, 2 s), capacity (closed loop, 3 s, 8 clients, 1 for
-the slow model, which runs one request at a time: answers 200 a second), then requests on a fixed schedule (open loop) at 0.8x and 3x that capacity
-for ``--seconds``, each timed from when it was due, with a health probe and a metadata request every 50 ms and,
+the slow model, which runs one request at a time: answers 200 a second), then requests on a fixed schedule (open
+loop) at 0.8x and 3x that capacity for ``--seconds``, each timed from when it was due, with a health probe and a
+metadata request every 50 ms and,
 while the slow model is loaded, ``iris`` requests at 20 a second: their statuses and p99. Counted: every status, the
 503s' p50 / p99 and ``Retry-After`` values, the accepted requests' p99 against the unloaded p99 plus the 100 ms
 target, and the server's resident memory (every process) before, at the end and after. Triton runs the same .onnx
