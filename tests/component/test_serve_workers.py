@@ -8,7 +8,6 @@ start stops the server. Everything through a real ``oip serve`` process tree on 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -77,17 +76,6 @@ def _tcp(pid: int) -> list[TcpSocket]:
         found.append(TcpSocket(int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16), fields[3],
                                int(queues[1], 16), int(fields[9])))  # fmt: skip
     return found
-
-
-def _socket_inodes(pid: int) -> set[int]:
-    """The sockets among a process's open files."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):
-            target = os.readlink(fd)
-            if target.startswith("socket:["):
-                inodes.add(int(target[8:-1]))
-    return inodes
 
 
 def _counted_models(pid: int) -> set[str]:
@@ -169,7 +157,7 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Pa
 
         def read_by_workers() -> bool:
             """Each request's connection is accepted by a worker, which has read all that was sent (its head)."""
-            owned = set().union(*(_socket_inodes(pid) for pid in workers))
+            owned = set().union(*(procfs.socket_inodes(pid) for pid in workers))
             read = {row.remote_port for row in _tcp(served.pid) if row.local_port == served.port
                     and row.state == "01" and row.unread == 0 and row.inode in owned}  # fmt: skip
             return clients <= read
@@ -178,7 +166,7 @@ def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Pa
         listening = {row.inode for row in _tcp(served.pid) if row.local_port == served.port and row.state == "0A"}
         served.child.popen.send_signal(signal.SIGTERM)
         # A draining worker has closed its listening socket (uvicorn's shutdown) and waits for its requests.
-        wait_for(lambda: all(not _socket_inodes(pid) & listening for pid in workers), "the workers did not drain")
+        wait_for(lambda: all(not procfs.socket_inodes(pid) & listening for pid in workers), "the workers did not drain")
         answers = []
         for connection, rest in connections:
             connection.sendall(rest)
