@@ -51,7 +51,7 @@ import httpx
 from bench.bench_throughput import MODEL, SMALL_CONFIG, UNSTABLE, free_ports, small_model
 from bench.perf_analyzer import Measurement, PerfAnalyzer, PerfAnalyzerError, UnstableError, measure, perf_analyzer
 from scripts.tool_env import venv as tool_venv
-from tests.support import onnx_models
+from tests.support import onnx_models, procfs
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 2
@@ -146,32 +146,10 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-    return inodes
-
-
-def _listening_inodes(port: int) -> set[str]:
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for line in Path(table).read_text().splitlines()[1:]:
-                fields = line.split()
-                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
-                    inodes.add(fields[9])
-    return inodes
-
-
 def listeners(pids: list[int], port: int) -> tuple[int, int]:
     """(how many of ``pids`` hold a listening socket on ``port``, how many distinct listening sockets there are)."""
-    inodes = _listening_inodes(port)
-    return sum(1 for pid in pids if _socket_inodes(pid) & inodes), len(inodes)
+    inodes = procfs.listening(port)
+    return sum(1 for pid in pids if procfs.socket_inodes(pid) & inodes), len(inodes)
 
 
 @dataclass
