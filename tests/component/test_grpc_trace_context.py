@@ -9,10 +9,8 @@ OpenTelemetry SDK's in-memory exporter."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import queue
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,10 +22,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from handler.config.settings import DEMO_REPOSITORY, Settings
-from handler.grpc.server import build_server
 from handler.observability.worker_telemetry import worker_telemetry
 from handler.runtime.container import build_dataplane
-from tests.support.servers import HeldPort
+from tests.support.in_process import InProcessServers
 from tests.support.spans import in_memory_spans
 
 METHOD = "inference.GRPCInferenceService/ModelInfer"
@@ -45,26 +42,8 @@ def address(spans: InMemorySpanExporter) -> Iterator[str]:
     """The V2 gRPC server over the demo repository, OpenTelemetry on (``OIP_OTEL``), as ``oip serve`` builds it."""
     settings = Settings(model_repository=str(DEMO_REPOSITORY), opentelemetry=True)
     dataplane = build_dataplane(settings)
-    held = HeldPort()
-    address = f"127.0.0.1:{held.port}"
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    async def start() -> Any:
-        server = build_server(dataplane, settings, address, worker_telemetry(settings, dataplane))
-        await server.start()
-        return server
-
-    server = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
-    try:
-        yield address
-    finally:
-        asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-        held.close()
+    with InProcessServers(dataplane, settings, worker_telemetry(settings, dataplane), rest=False) as servers:
+        yield servers.grpc
 
 
 def _infer(address: str, headers: dict[str, str] | None = None) -> None:

@@ -17,12 +17,9 @@ standalone S3/SQS server for the batch function, ``oip batch`` as a user runs it
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,6 @@ import grpc
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import deserialize_bytes_tensor, triton_to_np_dtype
 
@@ -43,10 +39,8 @@ from handler.batch.aws import aws_client
 from handler.batch.service import batch_service
 from handler.cli import main
 from handler.cli.lambda_context import LocalLambdaContext
-from handler.grpc.server import build_server
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import InferObservation, Telemetry
-from handler.protocol.dataplane import DataPlane
 from handler.rest.app import create_app
 from handler.runtime import container
 from handler.runtime.container import build_dataplane
@@ -55,7 +49,7 @@ from scripts import lambda_events
 from tests.conftest import make_settings
 from tests.integration.conftest import aws_env, moto_server  # noqa: F401  (fixtures)
 from tests.support.content_type_models import build_repository
-from tests.support.servers import HeldPort, wait_for
+from tests.support.in_process import InProcessServers
 
 DATES = ["2022-01-11T11:00:00", "1999-12-31T23:59:59.250000", "2022-01-11T11:00:00+02:00"]
 
@@ -121,50 +115,13 @@ class RecordingTelemetry(Telemetry):
         super().record(observation)
 
 
-class Servers:
-    """The REST app (uvicorn) and the V2 gRPC server over one data plane and one telemetry, on one event loop."""
+Servers = InProcessServers
 
-    def __init__(self, repository: Path) -> None:
-        self.settings = make_settings(repository)
-        self.telemetry = RecordingTelemetry()
-        self.dataplane: DataPlane = build_dataplane(self.settings)
-        app = create_app(self.dataplane, self.settings, self.telemetry)
-        # Held until the servers stop (tests/support/servers.py): no other bind to port 0 gets them meanwhile.
-        self.held = [HeldPort(), HeldPort()]
-        self.rest = f"http://127.0.0.1:{self.held[0].port}"
-        self.grpc = f"127.0.0.1:{self.held[1].port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=int(self.rest.rsplit(":", 1)[1]), log_level="warning")
-        self.uvicorn = uvicorn.Server(config)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.serving: Future[None] | None = None
-        self.grpc_server: Any = None
 
-    def start(self) -> None:
-        self.thread.start()
-
-        async def start_grpc() -> Any:
-            server = build_server(self.dataplane, self.settings, self.grpc, self.telemetry)
-            await server.start()
-            return server
-
-        self.grpc_server = asyncio.run_coroutine_threadsafe(start_grpc(), self.loop).result(20)
-        self.serving = asyncio.run_coroutine_threadsafe(self.uvicorn.serve(), self.loop)
-        serving = self.serving
-        wait_for(lambda: self.uvicorn.started or serving.done(), "uvicorn did not start")
-        if serving.done():
-            serving.result()  # its start-up error
-
-    def stop(self) -> None:
-        self.uvicorn.should_exit = True
-        if self.serving is not None:
-            self.serving.result(20)
-        asyncio.run_coroutine_threadsafe(self.grpc_server.stop(None), self.loop).result(20)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-        for port in self.held:
-            port.close()
+def observations(servers: Servers) -> list[InferObservation]:
+    """Every observation the servers' telemetry recorded so far."""
+    assert isinstance(servers.telemetry, RecordingTelemetry)
+    return servers.telemetry.observations
 
 
 @pytest.fixture(scope="module")
@@ -174,10 +131,10 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def servers(repository: Path) -> Iterator[Servers]:
-    found = Servers(repository)
-    found.start()
-    yield found
-    found.stop()
+    """REST and gRPC over one data plane and one recording telemetry."""
+    settings = make_settings(repository)
+    with InProcessServers(build_dataplane(settings), settings, RecordingTelemetry()) as found:
+        yield found
 
 
 # -- each transport's answer --------------------------------------------------------------------------------
@@ -402,11 +359,11 @@ def _counts(servers: Servers, model: str) -> tuple[int, int, int]:
 
 
 def _observed(servers: Servers, send: Any, model: str, request: dict[str, Any]) -> InferObservation:
-    before = len(servers.telemetry.observations)
+    before = len(observations(servers))
     send(servers, model, request)
-    observations = servers.telemetry.observations[before:]
-    assert len(observations) == 1
-    return observations[0]
+    seen = observations(servers)[before:]
+    assert len(seen) == 1
+    return seen[0]
 
 
 @pytest.mark.parametrize("send", [rest_answer, grpc_answer], ids=["rest", "grpc"])
@@ -425,11 +382,11 @@ def test_a_request_is_counted_and_observed_whichever_transport_it_came_by(server
 
 def test_a_streamed_request_is_counted_and_observed(servers: Servers) -> None:
     before_counts = _counts(servers, "flat_fp32")
-    before = len(servers.telemetry.observations)
+    before = len(observations(servers))
     answers = grpc_stream_answers(servers, [("flat_fp32", SMALL), ("absent", SMALL), ("flat_fp32", SMALL)])
     assert [kind for kind, _ in answers] == ["ok", "error", "ok"]
     assert _counts(servers, "flat_fp32") == (before_counts[0] + 2, before_counts[1], before_counts[2] + 2)
-    observed = sorted((o.model, o.status) for o in servers.telemetry.observations[before:])
+    observed = sorted((o.model, o.status) for o in observations(servers)[before:])
     assert observed == [("absent", 404), ("flat_fp32", 200), ("flat_fp32", 200)]
 
 

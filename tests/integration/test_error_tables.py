@@ -15,8 +15,7 @@ import re
 import shutil
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from fastapi import FastAPI
 from onnx import TensorProto, helper
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -33,12 +31,9 @@ from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.triton.settings import TritonSettings
 from adapters.types import InferCall, InferResult
-from handler.config.settings import Settings
-from handler.grpc.server import build_server
 from handler.protocol.dataplane import DataPlane
-from handler.rest.app import create_app
-from tests.conftest import LiveServer
 from tests.support import buggy_backend, onnx_models
+from tests.support.in_process import InProcessServers
 from tests.support.servers import HeldPort
 from tests.support.triton_server import TritonServer, build_repository
 
@@ -59,46 +54,15 @@ GENERIC = re.compile(r"internal server error \(error id ([0-9a-f]{16})\); the se
 # -- our server: REST and gRPC over one data plane, as ``oip serve --grpc-port`` runs them ----------------------------
 
 
-@dataclass(frozen=True)
-class Ours:
-    rest: str  # http://127.0.0.1:port
-    grpc: str  # 127.0.0.1:port
+#: Where our REST API (``rest``: http://127.0.0.1:port) and gRPC API (``grpc``: 127.0.0.1:port) listen.
+Ours = InProcessServers
 
 
-@contextmanager
-def serve(repository: Path, triton: TritonSettings | None = None) -> Iterator[Ours]:
-    """Our REST API (uvicorn on a thread) and gRPC API (beside it, on the same event loop and data plane) over the
-    ONNX models of ``repository`` and the Triton models of ``triton``."""
+def serve(repository: Path, triton: TritonSettings | None = None) -> InProcessServers:
+    """Our REST API and gRPC API (on one event loop and data plane) over the ONNX models of ``repository`` and the
+    Triton models of ``triton``; started by ``with``."""
     router = ModelRouter(ModelRepository(repository, lambda n, v, p, c: OnnxBackend(n, v, p, c)), triton)
-    with serve_dataplane(DataPlane(router)) as ours:
-        yield ours
-
-
-@contextmanager
-def serve_dataplane(dataplane: DataPlane) -> Iterator[Ours]:
-    held = HeldPort()  # the gRPC server binds beside it, for its whole life
-    address = f"127.0.0.1:{held.port}"
-
-    @asynccontextmanager
-    async def grpc_beside(app: FastAPI) -> AsyncIterator[None]:
-        server = build_server(dataplane, Settings(), address)
-        await server.start()
-        try:
-            yield
-        finally:
-            await server.stop(None)
-            if dataplane.router.passthrough is not None:
-                await dataplane.router.passthrough.close()
-            if dataplane.router.client is not None:
-                await dataplane.router.client.close()
-
-    server = LiveServer(create_app(dataplane, lifespan=grpc_beside))
-    try:
-        server.start()
-        yield Ours(f"http://{server.url}", address)
-    finally:
-        server.stop()
-        held.close()
+    return InProcessServers(DataPlane(router))
 
 
 @dataclass(frozen=True)
@@ -497,7 +461,7 @@ def test_a_bug_is_500_and_internal_with_an_error_id_on_every_transport(
     for name in ("buggy", "buggy_metadata"):
         onnx_models.save(onnx_models.identity("FP32", [1]), tmp_path, name)
     dataplane = DataPlane(ModelRepository(tmp_path, BuggyBackend))
-    with serve_dataplane(dataplane) as ours, caplog.at_level(logging.ERROR):
+    with InProcessServers(dataplane) as ours, caplog.at_level(logging.ERROR):
         answers = infer_everywhere(ours, "buggy", [_rest_tensor("x", "FP32", [1.0])])
         status, error, code, details = metadata_everywhere(ours, "buggy_metadata")
         model_ready = httpx.get(f"{ours.rest}/v2/models/buggy/ready", timeout=30)
