@@ -16,14 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
 
-from tests.support.onnx_models import OPSET
-from tests.support.overload_models import forever
-from tests.support.shadow_models import classifier_repository, rows
+from tests.support.shadow_models import (
+    body,
+    by_hand,
+    classifier_repository,
+    endless_candidate,
+    failing_candidate,
+    request_arrays,
+    rows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT = ROOT / "events" / "http-api" / "infer-json.json"
@@ -49,15 +53,8 @@ def event_of(body: dict[str, Any], path: str = "/v2/models/clf/infer") -> dict[s
     return event
 
 
-def body(array: np.ndarray) -> dict[str, Any]:
-    data = array.ravel().tolist()
-    return {"inputs": [{"name": "input", "shape": list(array.shape), "datatype": "FP32", "data": data}]}
-
-
 def arrays() -> list[np.ndarray]:
-    """Most requests one row, every fifth three rows."""
-    data = rows(REQUESTS * 3, seed=9)
-    return [data[i * 3 : i * 3 + (3 if i % 5 == 0 else 1)] for i in range(REQUESTS)]
+    return request_arrays(REQUESTS, seed=9)
 
 
 def invoke(repository: Path, tmp_path: Path, events: list[dict[str, Any]], timeout_ms: int = 60_000):
@@ -104,19 +101,9 @@ def test_lambda_shadow_emf_metrics_equal_two_onnxruntime_sessions(tmp_path: Path
     model = classifier_repository(tmp_path / "models", "clf", perturbed, {"shadow_version": "2"})
     sent = arrays()
     answers, records, log = invoke(tmp_path / "models", tmp_path, [event_of(body(a)) for a in sent])
-    one, two = (ort.InferenceSession(str(model / v / "model.onnx"), providers=["CPUExecutionProvider"]) for v in "12")
-    agreeing = label_agreeing = elements = 0
-    largest = []
-    values: set[str] = set()
-    for array, answer in zip(sent, answers, strict=True):
-        p1, l1 = one.run(["probabilities", "label"], {"input": array})
-        p2, l2 = two.run(["probabilities", "label"], {"input": array})
-        values.update(repr(v) for v in (*p1.ravel().tolist(), *p2.ravel().tolist()))
-        assert outputs(answer)["label"] == l1.tolist()  # the default's answer, unchanged
-        label_agreeing += int((l1 == l2).sum())
-        elements += l1.size
-        agreeing += bool((l1 == l2).all())
-        largest.append(float(np.abs(p1.astype(np.float64) - p2.astype(np.float64)).max()))
+    hand = by_hand(model, sent)
+    assert [outputs(answer)["label"] for answer in answers] == hand.labels  # the default's answers, unchanged
+    agreeing, label_agreeing, elements, largest = hand.agreeing, hand.label_agreeing, hand.elements, hand.largest
     assert total(records, "ShadowCompared") == REQUESTS
     assert total(records, "ShadowAgreement") == agreeing
     assert total(records, "ShadowOutputElements", output="label") == elements
@@ -129,7 +116,7 @@ def test_lambda_shadow_emf_metrics_equal_two_onnxruntime_sessions(tmp_path: Path
         assert 0 < elements - label_agreeing < elements // 4  # some rows change class, most do not
         assert "shadow disagreement: model clf version 1 against 2, request id" in log
         assert "label " in log and "elements disagree" in log
-        assert not [value for value in values if value in log]  # no value of either answer reaches a log
+        assert not [value for value in hand.values if value in log]  # no value of either answer reaches a log
     else:
         assert agreeing == REQUESTS and shown == [0.0] * REQUESTS
 
@@ -146,39 +133,13 @@ def test_a_request_to_the_candidate_or_a_failed_request_is_not_copied(tmp_path: 
 def test_a_failing_candidate_leaves_every_answer_200_and_counts_its_errors(tmp_path: Path) -> None:
     """Version 2 takes five features, not four: onnxruntime refuses every copy."""
     root = tmp_path / "models"
-    classifier_repository(root, "clf", perturbed=False, parameters={"shadow_version": "2"})
-    graph = helper.make_graph(
-        [helper.make_node("ArgMax", ["input"], ["label"], axis=1, keepdims=0)],
-        "five",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 5])],
-        [helper.make_tensor_value_info("label", TensorProto.INT64, ["n"])],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=OPSET, ir_version=8), root / "clf" / "2" / "model.onnx")
+    failing_candidate(root)
     sent = arrays()[:5]
     answers, records, _ = invoke(root, tmp_path, [event_of(body(a)) for a in sent])
     one = ort.InferenceSession(str(root / "clf" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [outputs(a)["label"] for a in answers] == [one.run(["label"], {"input": a})[0].tolist() for a in sent]
     assert total(records, "ShadowFailures", reason="error") == 5
     assert total(records, "ShadowCompared") == 0
-
-
-def endless_candidate(root: Path, timeout_ms: int) -> dict[str, Any]:
-    """Version 1 an identity, version 2 a run that never ends by itself (``forever``); a request for them."""
-    identity = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "fast",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
-    )
-    for version, model in (("1", helper.make_model(identity, opset_imports=OPSET, ir_version=8)), ("2", forever())):
-        (root / "clf" / version).mkdir(parents=True)
-        onnx.save(model, root / "clf" / version / "model.onnx")
-    (root / "clf" / "config.pbtxt").write_text(
-        'name: "clf"\nparameters { key: "default_version" value { string_value: "1" } }\n'
-        'parameters { key: "shadow_version" value { string_value: "2" } }\n'
-        f'parameters {{ key: "shadow_timeout_ms" value {{ string_value: "{timeout_ms}" }} }}\n'
-    )
-    return {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.5]}]}
 
 
 def test_a_candidate_that_never_ends_is_stopped_at_its_timeout(tmp_path: Path) -> None:

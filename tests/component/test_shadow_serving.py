@@ -14,17 +14,20 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import TensorProto, helper
 
 from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
 from tests.support.metrics_scrape import Scrape, scrape
-from tests.support.onnx_models import OPSET
-from tests.support.overload_models import forever
 from tests.support.procfs import children
 from tests.support.servers import OipServer, live, oip_serve, ready
-from tests.support.shadow_models import classifier_repository, rows
+from tests.support.shadow_models import (
+    body,
+    by_hand,
+    classifier_repository,
+    endless_candidate,
+    failing_candidate,
+    request_arrays,
+    rows,
+)
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
 REQUESTS = 40
@@ -40,16 +43,8 @@ def serving(
         yield server, f"http://127.0.0.1:{server.metrics_port}/metrics"
 
 
-def body(array: np.ndarray) -> dict:
-    return {
-        "inputs": [{"name": "input", "shape": list(array.shape), "datatype": "FP32", "data": array.ravel().tolist()}]
-    }
-
-
 def line_arrays() -> list[np.ndarray]:
-    """Most requests one row, every fifth three rows."""
-    data = rows(REQUESTS * 3, seed=5)
-    return [data[i * 3 : i * 3 + (3 if i % 5 == 0 else 1)] for i in range(REQUESTS)]
+    return request_arrays(REQUESTS, seed=5)
 
 
 def send(server: OipServer, arrays: list[np.ndarray], path: str = "/v2/models/clf/infer") -> list[dict]:
@@ -76,29 +71,12 @@ def settled(url: str, done: int) -> Scrape:
         time.sleep(0.05)
 
 
-def by_hand(model: Path, arrays: list[np.ndarray]) -> dict:
-    one, two = (ort.InferenceSession(str(model / v / "model.onnx"), providers=["CPUExecutionProvider"]) for v in "12")
-    agreeing = label_agreeing = elements = 0
-    buckets = [0] * (len(DIFFERENCE_BOUNDS) + 1)
-    answers = []
-    values: set[str] = set()
-    for array in arrays:
-        p1, l1 = one.run(["probabilities", "label"], {"input": array})
-        p2, l2 = two.run(["probabilities", "label"], {"input": array})
-        answers.append(l1.tolist())
-        values.update(repr(v) for v in (*p1.ravel().tolist(), *p2.ravel().tolist()))
-        label_agreeing += int((l1 == l2).sum())
-        elements += l1.size
-        agreeing += bool((l1 == l2).all())
-        largest = float(np.abs(p1.astype(np.float64) - p2.astype(np.float64)).max())
-        buckets[next((i for i, b in enumerate(DIFFERENCE_BOUNDS) if largest <= b), len(DIFFERENCE_BOUNDS))] += 1
-    return {
-        "agreeing": agreeing,
-        "labels": (label_agreeing, elements),
-        "buckets": buckets,
-        "answers": answers,
-        "values": values,
-    }
+def buckets(largest: list[float]) -> list[int]:
+    """How many of the differences fall in each bucket of the max abs difference histogram (not cumulative)."""
+    counts = [0] * (len(DIFFERENCE_BOUNDS) + 1)
+    for value in largest:
+        counts[next((i for i, b in enumerate(DIFFERENCE_BOUNDS) if value <= b), len(DIFFERENCE_BOUNDS))] += 1
+    return counts
 
 
 def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
@@ -111,19 +89,19 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
         metrics = settled(url, REQUESTS)
         log = server.child.text()
         logged = [line for line in log.splitlines() if "shadow disagreement" in line]
-    assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand["answers"]
+    assert [{o["name"]: o["data"] for o in answer["outputs"]}["label"] for answer in answers] == hand.labels
     assert metrics.value("oip_shadow_compared_total", **LABELS) == REQUESTS
-    assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand["agreeing"]
+    assert metrics.value("oip_shadow_agreement_total", **LABELS) == hand.agreeing
     # The candidate's runs count in its own statistics: the copies and the one request sent to it.
     assert metrics.value("nv_inference_request_success", model="clf", version="2") == REQUESTS + 1
     assert metrics.value("nv_inference_request_success", model="clf", version="1") == REQUESTS
     for reason in ("error", "timeout", "overloaded"):
         assert metrics.value("oip_shadow_failures_total", **LABELS, reason=reason) == 0
-    label_agreeing, elements = hand["labels"]
+    label_agreeing, elements = hand.label_agreeing, hand.elements
     assert metrics.value("oip_shadow_output_elements_total", **LABELS, output="label") == elements
     assert metrics.value("oip_shadow_output_agreement_total", **LABELS, output="label") == label_agreeing
     assert metrics.value("oip_shadow_output_agreement_total", **LABELS, output="probabilities") == label_agreeing
-    cumulative = np.cumsum(hand["buckets"]).tolist()
+    cumulative = np.cumsum(buckets(hand.largest)).tolist()
     bounds = [repr(b) for b in DIFFERENCE_BOUNDS] + ["+Inf"]
     shown = [
         metrics.value("oip_shadow_max_abs_difference_bucket", **LABELS, output="probabilities", le=b) for b in bounds
@@ -138,9 +116,9 @@ def _check_against_sessions(tmp_path: Path, perturbed: bool) -> None:
             r"difference [0-9.e+-]+, max rel difference [0-9.e+-]+; label \d+ of \d+ elements disagree$",
             logged[0],
         ), logged[0]
-        assert not [value for value in hand["values"] if value in log]
+        assert not [value for value in hand.values if value in log]
     else:
-        assert hand["agreeing"] == REQUESTS and cumulative[0] == REQUESTS  # every difference 0
+        assert hand.agreeing == REQUESTS and cumulative[0] == REQUESTS  # every difference 0
         assert not logged
 
 
@@ -150,18 +128,6 @@ def test_shadow_metrics_of_a_perturbed_candidate_equal_two_onnxruntime_sessions(
 
 def test_shadow_metrics_of_an_identical_candidate_equal_two_onnxruntime_sessions(tmp_path: Path) -> None:
     _check_against_sessions(tmp_path, perturbed=False)
-
-
-def failing_candidate(root: Path) -> None:
-    """Version 2 of ``clf`` takes five features, not four: onnxruntime refuses every copy of a default request."""
-    classifier_repository(root, "clf", perturbed=False, parameters={"shadow_version": "2"})
-    graph = helper.make_graph(
-        [helper.make_node("ArgMax", ["input"], ["label"], axis=1, keepdims=0)],
-        "five",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 5])],
-        [helper.make_tensor_value_info("label", TensorProto.INT64, ["n"])],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=OPSET, ir_version=8), root / "clf" / "2" / "model.onnx")
 
 
 def test_a_shadow_that_fails_leaves_every_default_answer_200_and_counts_its_errors(tmp_path: Path) -> None:
@@ -188,21 +154,7 @@ def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_an
     """Version 2 runs until it is stopped (tests/support/overload_models.py ``forever``): each copy is dropped at
     ``shadow_timeout_ms`` and counted ``timeout``, and the default keeps answering."""
     root = tmp_path / "models"
-    identity = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["y"])],
-        "fast",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
-    )
-    for version, model in (("1", helper.make_model(identity, opset_imports=OPSET, ir_version=8)), ("2", forever())):
-        (root / "clf" / version).mkdir(parents=True)
-        onnx.save(model, root / "clf" / version / "model.onnx")
-    (root / "clf" / "config.pbtxt").write_text(
-        'name: "clf"\nparameters { key: "default_version" value { string_value: "1" } }\n'
-        'parameters { key: "shadow_version" value { string_value: "2" } }\n'
-        'parameters { key: "shadow_timeout_ms" value { string_value: "50" } }\n'
-    )
-    request = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.5]}]}
+    request = endless_candidate(root, timeout_ms=50)
     with serving(root) as (server, url), httpx.Client(base_url=f"http://{server.address}", timeout=30) as client:
         statuses = [client.post("/v2/models/clf/infer", json=request).status_code for _ in range(3)]
         metrics = settled(url, 3)
