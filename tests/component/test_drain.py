@@ -6,10 +6,8 @@ with one worker and with two. Through a real ``oip serve`` process tree and real
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import queue
-import shutil
 import signal
 import socket
 from collections.abc import Iterator
@@ -18,18 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from handler.config.settings import DEMO_REPOSITORY
+from tests.support.iris_requests import half_sent_request
 from tests.support.procfs import listening, socket_inodes, workers
 from tests.support.servers import OipServer, oip_serve, wait_for
-
-IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
-
-
-@pytest.fixture(scope="module")
-def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("iris-drain")
-    shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
-    return root
 
 
 @pytest.fixture(params=["1", "2"], ids=["one-worker", "two-workers"])
@@ -38,18 +27,6 @@ def served(request: pytest.FixtureRequest, iris_repository: Path) -> Iterator[Oi
     args = ("--model-repository", str(iris_repository), "--drain-timeout", "60")
     with oip_serve(*args, env=env, grpc=True, workers=int(request.param)) as server:
         yield server
-
-
-def _half_sent_request(port: int) -> tuple[socket.socket, bytes]:
-    """An infer request whose head and half its body are sent: in flight until the rest is; returns the rest."""
-    body = json.dumps(IRIS).encode()
-    connection = socket.create_connection(("127.0.0.1", port))
-    head = (
-        f"POST /v2/models/iris/infer HTTP/1.1\r\nHost: oip\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    connection.sendall(head + body[: len(body) // 2])
-    return connection, body[len(body) // 2 :]
 
 
 def _refused(port: int) -> bool:
@@ -88,7 +65,7 @@ def test_sigterm_refuses_new_connections_at_once_and_drains_every_transport(serv
     serving = wait_for(lambda: workers(supervisor) or {supervisor}, "no serving process")
     held = listening(served.port) | listening(served.grpc_port)
     assert listening(served.port) and listening(served.grpc_port), "each port's listening socket is seen"
-    posted, rest = _half_sent_request(served.port)
+    posted, rest = half_sent_request(served.port)
     kept_alive = http.client.HTTPConnection("127.0.0.1", served.port, timeout=60)
     assert _ready(kept_alive) == 200
     client = triton_grpc.InferenceServerClient(str(served.grpc))

@@ -8,9 +8,7 @@ start stops the server. Everything through a real ``oip serve`` process tree on 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +25,7 @@ import pytest
 
 from handler.config.settings import DEMO_REPOSITORY
 from tests.support import procfs
+from tests.support.iris_requests import IRIS_REQUEST, half_sent_request, iris_answered
 from tests.support.servers import (
     STARTUP_TIMEOUT,
     Child,
@@ -37,8 +36,6 @@ from tests.support.servers import (
     serve_command,
     wait_for,
 )
-
-IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
 
 
 def _caught(pid: int) -> set[signal.Signals]:
@@ -88,18 +85,7 @@ def _counted_models(pid: int) -> set[str]:
 
 
 def _answers(url: str) -> bool:
-    try:
-        return httpx.post(f"{url}/v2/models/iris/infer", json=IRIS, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo iris model alone: each worker loads the repository, so keep it small."""
-    root = tmp_path_factory.mktemp("iris-only")
-    shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
-    return root
+    return iris_answered(url, timeout=5)
 
 
 @contextmanager
@@ -126,7 +112,7 @@ def test_workers_share_one_port_and_each_serves(iris_repository: Path) -> None:
 
         def fresh_connection_infer(_: int) -> int:
             with httpx.Client() as client:  # a new connection each time: the kernel spreads them over workers
-                return client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code
+                return client.post(f"{served.url}/v2/models/iris/infer", json=IRIS_REQUEST).status_code
 
         def every_worker_answered() -> bool:
             with ThreadPoolExecutor(8) as pool:
@@ -137,22 +123,10 @@ def test_workers_share_one_port_and_each_serves(iris_repository: Path) -> None:
         assert served.workers() == workers
 
 
-def _start_slow_request(port: int) -> tuple[socket.socket, bytes]:
-    """An infer request whose headers and half its body are sent (in flight); returns the rest of the body."""
-    body = json.dumps(IRIS).encode()
-    connection = socket.create_connection(("127.0.0.1", port))
-    head = (
-        f"POST /v2/models/iris/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode()
-    connection.sendall(head + body[: len(body) // 2])
-    return connection, body[len(body) // 2 :]
-
-
 def test_sigterm_lets_requests_in_flight_finish_then_exits_0(iris_repository: Path) -> None:
     with serve(iris_repository, "--workers", "2", "--drain-timeout", "20") as served:
         workers = _wait_for_workers(served)
-        connections = [_start_slow_request(served.port) for _ in range(4)]
+        connections = [half_sent_request(served.port) for _ in range(4)]
         clients = {connection.getsockname()[1] for connection, _ in connections}
 
         def read_by_workers() -> bool:
@@ -201,7 +175,7 @@ def test_statistics_add_up_across_workers(iris_repository: Path) -> None:
 
         def fresh_connection_infer(_: int) -> int:
             with httpx.Client() as client:
-                return client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code
+                return client.post(f"{served.url}/v2/models/iris/infer", json=IRIS_REQUEST).status_code
 
         def successes() -> int:
             with httpx.Client() as client:
@@ -392,7 +366,7 @@ def test_ready_only_once_every_model_is_loaded() -> None:
         assert answers == [200]
         index = client.post(f"{served.url}/v2/repository/index", json={}).json()
         assert {row["name"]: row["state"] for row in index} == {"iris": "READY", "tiny_image": "READY"}
-        assert client.post(f"{served.url}/v2/models/iris/infer", json=IRIS).status_code == 200
+        assert client.post(f"{served.url}/v2/models/iris/infer", json=IRIS_REQUEST).status_code == 200
 
 
 def test_sighup_replaces_every_worker_and_ttin_ttou_add_and_remove_one(iris_repository: Path) -> None:

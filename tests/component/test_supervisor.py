@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 from collections.abc import Iterator
@@ -20,25 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from handler.config.settings import DEMO_REPOSITORY
+from tests.support.iris_requests import IRIS_REQUEST, iris_answered
 from tests.support.procfs import group_alive, listening, workers
 from tests.support.servers import HeldPort, OipServer, launch, oip_serve, serve_command, wait_for
-
-IRIS = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [6.7, 3.0, 5.2, 2.3]}]}
-
-
-@pytest.fixture(scope="module")
-def iris_repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("iris-supervised")
-    shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
-    return root
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.post(f"{url}/v2/models/iris/infer", json=IRIS, timeout=30).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @contextmanager
@@ -46,7 +29,7 @@ def supervised(repository: Path, *args: str, metrics: bool = False) -> Iterator[
     """``oip serve --workers 2 ARGS`` at log level info, until an inference is answered."""
     env = {**os.environ, "OIP_LOG_LEVEL": "info"}
     with oip_serve("--model-repository", str(repository), *args, env=env, workers=2, metrics=metrics,
-                   probe=lambda server: _answers(server.url)) as server:  # fmt: skip
+                   probe=lambda server: iris_answered(server.url)) as server:  # fmt: skip
         yield server
 
 
@@ -66,7 +49,7 @@ def test_a_stopped_worker_is_aborted_and_replaced_after_its_timeout(iris_reposit
         now = wait_for(lambda: found if len(found := workers(server.pid)) == 2 and victim not in found else set(),
                        f"worker {victim} was not killed and replaced")  # fmt: skip
         assert first - {victim} <= now, "a worker that kept beating was replaced too"
-        assert all(_answers(server.url) for _ in range(20))
+        assert all(iris_answered(server.url) for _ in range(20))
         assert server.child.text().count("sent no heartbeat") == 1
 
 
@@ -116,7 +99,7 @@ def test_max_requests_replaces_workers_without_dropping_a_request(iris_repositor
 
         def fresh_connection_infer(_: int) -> int:
             with httpx.Client() as client:
-                return client.post(f"{server.url}/v2/models/iris/infer", json=IRIS, timeout=60).status_code
+                return client.post(f"{server.url}/v2/models/iris/infer", json=IRIS_REQUEST, timeout=60).status_code
 
         with ThreadPoolExecutor(4) as pool:
             statuses = list(pool.map(fresh_connection_infer, range(500)))

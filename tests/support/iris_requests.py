@@ -1,18 +1,52 @@
-"""Normal iris requests for the limit probes: one that must be answered 200, and a stream of them while something
-else holds the server, with when each was answered."""
+"""Iris requests to a served demo iris model: a repository of it alone, one request that must be answered 200 (or
+whether it is), a stream of them while something else holds the server with when each was answered, and one left
+in flight."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
+from handler.config.settings import DEMO_REPOSITORY
+
 IRIS_ROW = [6.7, 3.0, 5.2, 2.3]
 IRIS_REQUEST = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": IRIS_ROW}]}
+
+
+def iris_repository(root: Path) -> Path:
+    """``root`` holding the demo iris model alone (each worker loads the repository: it stays small)."""
+    shutil.copytree(DEMO_REPOSITORY / "iris", root / "iris")
+    return root
+
+
+def iris_answered(url: str, timeout: float = 30) -> bool:
+    """Whether one iris request is answered 200 within ``timeout`` (False when the connection fails)."""
+    try:
+        return httpx.post(f"{url}/v2/models/iris/infer", json=IRIS_REQUEST, timeout=timeout).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def half_sent_request(port: int) -> tuple[socket.socket, bytes]:
+    """An iris request to 127.0.0.1:``port`` whose head and half its body are sent, in flight until the rest is;
+    the connection, and the rest of the body."""
+    body = json.dumps(IRIS_REQUEST).encode()
+    connection = socket.create_connection(("127.0.0.1", port))
+    head = (
+        f"POST /v2/models/iris/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    connection.sendall(head + body[: len(body) // 2])
+    return connection, body[len(body) // 2 :]
 
 
 def iris_answers(url: str) -> float:
