@@ -8,29 +8,13 @@ Each case runs in a process of its own: the handler wires its repository once pe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import overload_models
-
-ROOT = Path(__file__).resolve().parents[2]
-EVENT = ROOT / "events" / "http-api" / "infer-json.json"
-
-#: Calls the handler with ``LocalLambdaContext(timeout_ms=argv[2])`` on the event in argv[1]; prints the answer, and
-#: whether the invocation still had time left when it was answered.
-SCRIPT = """
-import json, sys
-from handler.cli.lambda_context import LocalLambdaContext
-from handler.http import lambda_handler
-context = LocalLambdaContext(timeout_ms=int(sys.argv[2]))
-answer = lambda_handler(json.loads(open(sys.argv[1]).read()), context)
-print(json.dumps({"answer": answer, "left_ms": context.get_remaining_time_in_millis()}))
-"""
+from tests.support import lambda_process, overload_models
+from tests.support.lambda_process import http_event
 
 
 @pytest.fixture(scope="module")
@@ -48,31 +32,14 @@ def invoke(
     path: str = "/v2/models/slow/infer",
     body: dict[str, Any] | None = None,
 ):
-    event = json.loads(EVENT.read_text())
+    """The answer to one request, in a process of its own, and the time the invocation had left when answered."""
     if body is None:
         body = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}
     if parameters:
         body["parameters"] = parameters
-    event["rawPath"] = event["requestContext"]["http"]["path"] = path
-    event["body"] = json.dumps(body)
-    file = tmp_path / "event.json"
-    file.write_text(json.dumps(event))
-    env = {
-        **os.environ,
-        "MODEL_REPOSITORY": str(repository),
-        "OIP_DEADLINE_MARGIN_MS": str(margin_ms),
-        "OIP_WARM_UP": "0",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(file), str(timeout_ms)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    events = [http_event(body, path)]
+    done = lambda_process.invoke(events, repository, tmp_path, timeout_ms, OIP_DEADLINE_MARGIN_MS=str(margin_ms))
+    return {"answer": done.answers[0], "left_ms": done.left_ms[0]}
 
 
 def test_a_run_longer_than_the_invocation_has_left_answers_504_before_the_timeout(repository: Path, tmp_path: Path):

@@ -9,9 +9,6 @@ Each case runs in a process of its own: the handler wires its repository once pe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from tests.support import lambda_process
+from tests.support.lambda_process import http_event
 from tests.support.shadow_models import (
     body,
     by_hand,
@@ -29,28 +28,12 @@ from tests.support.shadow_models import (
     rows,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-EVENT = ROOT / "events" / "http-api" / "infer-json.json"
 REQUESTS = 30
 DIMENSIONS = {"model": "clf", "model_version": "1", "shadow_version": "2"}
 
-#: Calls the handler once per event of the JSON list in argv[1], with ``LocalLambdaContext(timeout_ms=argv[2])``;
-#: writes the answers to argv[3]. The EMF records are on stdout.
-SCRIPT = """
-import json, sys
-from handler.cli.lambda_context import LocalLambdaContext
-from handler.http import lambda_handler
-answers = [lambda_handler(event, LocalLambdaContext(timeout_ms=int(sys.argv[2])))
-           for event in json.loads(open(sys.argv[1]).read())]
-open(sys.argv[3], "w").write(json.dumps(answers))
-"""
-
 
 def event_of(body: dict[str, Any], path: str = "/v2/models/clf/infer") -> dict[str, Any]:
-    event = json.loads(EVENT.read_text())
-    event["rawPath"] = event["requestContext"]["http"]["path"] = path
-    event["body"] = json.dumps(body)
-    return event
+    return http_event(body, path)
 
 
 def arrays() -> list[np.ndarray]:
@@ -58,18 +41,8 @@ def arrays() -> list[np.ndarray]:
 
 
 def invoke(repository: Path, tmp_path: Path, events: list[dict[str, Any]], timeout_ms: int = 60_000):
-    """(the answers, the shadow's EMF records) of the events, one invocation each, in a fresh process."""
-    (tmp_path / "events.json").write_text(json.dumps(events))
-    env = {**os.environ, "MODEL_REPOSITORY": str(repository), "OIP_WARM_UP": "0", "OIP_DEADLINE_MARGIN_MS": "500"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "events.json"), str(timeout_ms), str(tmp_path / "answers.json")],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    """(the answers, the shadow's EMF records, the log) of the events, one invocation each, in a fresh process."""
+    done = lambda_process.invoke(events, repository, tmp_path, timeout_ms, OIP_DEADLINE_MARGIN_MS="500")
     records = []
     for line in done.stdout.splitlines():
         if line.startswith('{"_aws"'):
@@ -77,7 +50,7 @@ def invoke(repository: Path, tmp_path: Path, events: list[dict[str, Any]], timeo
             names = [m["Name"] for m in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
             if names[0].startswith("Shadow"):
                 records.append(record)
-    return json.loads((tmp_path / "answers.json").read_text()), records, done.stderr
+    return done.answers, records, done.stderr
 
 
 def total(records: list[dict[str, Any]], metric: str, **dimensions: str) -> float:

@@ -23,6 +23,7 @@ from adapters.errors import V2Error
 from handler.codecs import json_numeric
 from handler.codecs.json_numeric import JsonTensor, load_infer_json
 from handler.codecs.request import decode_infer_document, decode_infer_request, load_json_object
+from tests.support.json_spellings import infer_body, nest, render
 
 FLOATS = ["FP16", "FP32", "FP64", "BF16"]
 INTEGERS = ["UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"]
@@ -72,39 +73,6 @@ def _standard(text: bytes) -> list[tuple[str, str, tuple[int, ...], Any]]:
     return tensors
 
 
-def _number_text(value: Any, style: int) -> str:
-    """A JSON number in one of several spellings (shortest, 17 digits, exponent, few digits)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return orjson.dumps(value).decode()
-    if isinstance(value, int):
-        return str(value)
-    text = [repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3E}", f"{value:.1f}"][style % 5]
-    return text if math.isfinite(float(text)) else repr(value)  # 1.798E+308 would read as infinity
-
-
-def _render(value: Any, style: int) -> str:
-    if isinstance(value, list):
-        return "[" + ",".join(_render(item, style + i) for i, item in enumerate(value)) + "]"
-    return _number_text(value, style)
-
-
-def _nest(flat: list[Any], dims: list[int]) -> Any:
-    """``flat`` as nested lists of ``dims`` (the outer ones; the rest stays flat inside the rows)."""
-    for dim in reversed(dims[1:]):
-        if dim == 0:
-            return flat
-        flat = [flat[i : i + dim] for i in range(0, len(flat), dim)]
-    return flat
-
-
-def _body(inputs: list[tuple[str, list[int], str]]) -> bytes:
-    parts = [
-        f'{{"name":"in{i}","shape":{shape},"datatype":"{datatype}","data":{data}}}'
-        for i, (datatype, shape, data) in enumerate(inputs)
-    ]
-    return ('{"id":"x","inputs":[' + ",".join(parts) + "]}").encode()
-
-
 def _values(datatype: str) -> st.SearchStrategy[Any]:
     if datatype == "BYTES":
         return st.text(max_size=6)
@@ -127,13 +95,13 @@ def valid_inputs(draw: st.DrawFn) -> tuple[str, list[int], str]:
     count = math.prod(shape)
     flat = draw(st.lists(_values(datatype), min_size=count, max_size=count))
     depth = draw(st.integers(0, len(shape)))
-    return datatype, shape, _render(_nest(flat, shape[:depth]) if depth else flat, draw(st.integers(0, 4)))
+    return datatype, shape, render(nest(flat, shape[:depth]) if depth else flat, draw(st.integers(0, 4)))
 
 
 @given(st.lists(valid_inputs(), min_size=1, max_size=3))
 @SETTINGS
 def test_valid_data_gives_the_json_standards_tensors(inputs: list[tuple[str, list[int], str]]) -> None:
-    text = _body(inputs)
+    text = infer_body(inputs)
     assert _outcome(_new, text)[0] == _standard(text)
 
 
@@ -142,12 +110,12 @@ def test_valid_data_gives_the_json_standards_tensors(inputs: list[tuple[str, lis
 def test_numeric_data_takes_the_new_path(case: tuple[str, list[int], str]) -> None:
     datatype = case[0]
     if datatype in ("BOOL", "BYTES"):
-        document = load_infer_json(_body([case]), min_bytes=0)
+        document = load_infer_json(infer_body([case]), min_bytes=0)
         assert document is not None and not isinstance(document["inputs"][0]["data"], JsonTensor)
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # FP16/FP32 overflow to inf warns on both paths
-        document = load_infer_json(_body([case]), min_bytes=0)
+        document = load_infer_json(infer_body([case]), min_bytes=0)
     assert document is not None
     assert isinstance(document["inputs"][0]["data"], JsonTensor)
 
@@ -157,7 +125,7 @@ def test_numeric_data_takes_the_new_path(case: tuple[str, list[int], str]) -> No
     [("INT64", [2**63 - 1, -(2**63), 0, -1]), ("UINT64", [2**64 - 1, 0, 2**63, 2**63 - 1])],
 )
 def test_64_bit_extremes_are_exact(datatype: str, values: list[int]) -> None:
-    text = _body([(datatype, [2, 2], orjson.dumps([values[:2], values[2:]]).decode())])
+    text = infer_body([(datatype, [2, 2], orjson.dumps([values[:2], values[2:]]).decode())])
     document = load_infer_json(text, min_bytes=0)
     assert document is not None and isinstance(document["inputs"][0]["data"], JsonTensor)
     tensor = decode_infer_document(document, None, LIMIT).inputs[0].data
@@ -180,14 +148,14 @@ def test_a_large_image_goes_through_request_py() -> None:
 
 def test_nan_as_null_keeps_the_old_path() -> None:
     values = [0.5] * 20000 + [None]
-    text = _body([("FP32", [20001], orjson.dumps(values).decode())])
+    text = infer_body([("FP32", [20001], orjson.dumps(values).decode())])
     assert load_infer_json(text) is None
     tensor = decode_infer_request(text, None, LIMIT).inputs[0].data
     assert np.isnan(tensor[-1]) and not np.isnan(tensor[:-1]).any()
 
 
 def test_binary_extension_header_is_parsed_alone() -> None:
-    header = _body([("FP32", [9000], orjson.dumps([0.25] * 9000).decode())])
+    header = infer_body([("FP32", [9000], orjson.dumps([0.25] * 9000).decode())])
     header = header[:-2] + b',{"name":"b","shape":[2],"datatype":"INT32","parameters":{"binary_data_size":8}}]}'
     body = header + np.array([7, -7], dtype=np.int32).tobytes()
     document = load_infer_json(memoryview(body)[: len(header)])
@@ -209,7 +177,7 @@ def test_a_number_past_the_types_range_is_infinity_without_a_warning(
 ) -> None:
     """As Triton's C cast makes it, on both decoders; numpy's overflow warning is neither printed nor raised (this
     suite turns warnings into errors: hypothesis once found FP16 65520 answered 500 this way)."""
-    body = _body([(datatype, [len(expected)], data)])
+    body = infer_body([(datatype, [len(expected)], data)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fast = decode_infer_document(load_infer_json(body, min_bytes=0))

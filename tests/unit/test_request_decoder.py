@@ -38,6 +38,7 @@ from handler.codecs.request import DECODER, STRATEGIES, RequestDecoder, Strategy
 from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts
 from handler.protocol.status import status_of
 from tests.support.infer_corpus import requests
+from tests.support.json_spellings import infer_body, nest, render
 
 LIMIT = 1 << 24
 REFERENCE = RequestDecoder(())
@@ -229,28 +230,6 @@ def _values(datatype: str) -> st.SearchStrategy[Any]:
     return st.integers(int(info.min), int(info.max)) | st.sampled_from([int(info.min), int(info.max)])
 
 
-def _number(value: Any, style: int) -> str:
-    """A JSON number in one of several spellings (shortest, 17 digits, exponent)."""
-    if not isinstance(value, float):
-        return json.dumps(value)
-    text = [repr(value), f"{value:.17g}", f"{value:.6e}", f"{value:.3E}"][style % 4]
-    return text if math.isfinite(float(text)) else repr(value)
-
-
-def _render(value: Any, style: int) -> str:
-    if isinstance(value, list):
-        return "[" + ",".join(_render(item, style + i) for i, item in enumerate(value)) + "]"
-    return _number(value, style)
-
-
-def _nest(flat: list[Any], dims: list[int]) -> Any:
-    for dim in reversed(dims[1:]):
-        if dim == 0:
-            return flat
-        flat = [flat[i : i + dim] for i in range(0, len(flat), dim)]
-    return flat
-
-
 @st.composite
 def well_formed(draw: st.DrawFn) -> tuple[str, list[int], str]:
     """A well-formed input: its datatype, shape, and data text (flat or nested, numbers spelled several ways)."""
@@ -258,7 +237,7 @@ def well_formed(draw: st.DrawFn) -> tuple[str, list[int], str]:
     shape = draw(st.lists(st.integers(0, 4), max_size=4))
     flat = draw(st.lists(_values(datatype), min_size=math.prod(shape), max_size=math.prod(shape)))
     depth = draw(st.integers(0, len(shape)))
-    return datatype, shape, _render(_nest(flat, shape[:depth]) if depth else flat, draw(st.integers(0, 3)))
+    return datatype, shape, render(nest(flat, shape[:depth]) if depth else flat, draw(st.integers(0, 3)))
 
 
 ODD = st.recursive(
@@ -277,27 +256,19 @@ def odd(draw: st.DrawFn) -> tuple[str, list[int], str]:
     """Data that is not what its datatype and shape say: null, booleans, strings, objects, ragged nesting, numbers
     out of range."""
     data = draw(st.lists(ODD, max_size=6))
-    return draw(st.sampled_from(DATATYPES)), draw(st.lists(st.integers(0, 4), max_size=3)), _render(data, 0)
-
-
-def _body(inputs: list[tuple[str, list[int], str]], request_id: str = "x") -> bytes:
-    parts = [
-        f'{{"name":"in{i}","shape":{shape},"datatype":"{datatype}","data":{data}}}'
-        for i, (datatype, shape, data) in enumerate(inputs)
-    ]
-    return (f'{{"id":"{request_id}","inputs":[' + ",".join(parts) + "]}").encode()
+    return draw(st.sampled_from(DATATYPES)), draw(st.lists(st.integers(0, 4), max_size=3)), render(data, 0)
 
 
 @SETTINGS
 @given(st.lists(well_formed() | odd(), min_size=1, max_size=3), st.sampled_from(COUNTS))
 def test_generated_data_decodes_as_pydantic_decodes_it(inputs: list[Any], counts: TensorCounts) -> None:
-    assert_as_pydantic(_body(inputs), None, counts)
+    assert_as_pydantic(infer_body(inputs), None, counts)
 
 
 @SETTINGS
 @given(st.binary(max_size=40), st.integers(0, 120), st.integers(0, 3))
 def test_corrupted_texts_decode_as_pydantic_decodes_them(junk: bytes, at: int, cut: int) -> None:
-    text = _body([("FP32", [2, 2], "[[1.5,2],[3,4e3]]"), ("INT64", [2], f"[{2**63 - 1},{-(2**63)}]")])
+    text = infer_body([("FP32", [2, 2], "[[1.5,2],[3,4e3]]"), ("INT64", [2], f"[{2**63 - 1},{-(2**63)}]")])
     assert_as_pydantic(text[:at] + junk + text[at + cut :])
 
 
@@ -367,7 +338,7 @@ def test_what_follows_a_kept_id_is_no_header_of_its_own() -> None:
 
 def test_each_strategy_takes_the_requests_it_is_for() -> None:
     """Without these, the test above would compare the reference with itself."""
-    image = _body([("FP32", [2, 3], "[[1,2,3],[4,5,6]]")])
+    image = infer_body([("FP32", [2, 3], "[[1,2,3],[4,5,6]]")])
     head = orjson.dumps({"id": "p", **TWO})
     plans = RequestDecoder({Strategy.HEADER_PLANS})
     for _ in range(2):

@@ -7,28 +7,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from typing import Any
 
 import pytest
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from handler.observability.telemetry import InferObservation, PowertoolsTelemetry, emf_line
-
-
-def _powertools_line(observation: InferObservation, latency_ms: float) -> dict[str, Any]:
-    metrics = EphemeralMetrics(namespace="OIP")
-    metrics.add_dimension("model", observation.model)
-    metrics.add_dimension("model_version", observation.version or "default")
-    metrics.add_metric("InferenceRequests", MetricUnit.Count, 1)
-    metrics.add_metric("InferenceErrors", MetricUnit.Count, 0 if observation.status < 400 else 1)
-    if observation.status >= 400:
-        metrics.add_metric(f"InferenceErrors{observation.status}", MetricUnit.Count, 1)
-    metrics.add_metric("InferenceLatency", MetricUnit.Milliseconds, latency_ms)
-    metrics.add_metric("RequestBytes", MetricUnit.Bytes, observation.bytes_in)
-    metrics.add_metric("ResponseBytes", MetricUnit.Bytes, observation.bytes_out)
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        metrics.flush_metrics()
-    return json.loads(out.getvalue())
+from tests.support.powertools_emf import powertools_record
 
 
 @pytest.mark.parametrize(
@@ -38,7 +21,7 @@ def _powertools_line(observation: InferObservation, latency_ms: float) -> dict[s
 def test_emf_line_matches_powertools(model: str, status: int, version: str | None, bytes_in: int) -> None:
     observation = InferObservation(model, version, status, bytes_in=bytes_in, bytes_out=456)
     ours = json.loads(emf_line("OIP", observation))
-    theirs = _powertools_line(observation, ours["InferenceLatency"][0])
+    theirs = powertools_record(observation, ours["InferenceLatency"][0])
     assert abs(ours["_aws"].pop("Timestamp") - theirs["_aws"].pop("Timestamp")) < 5_000
     assert ours == theirs
 

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from adapters.errors import InvalidInput
 from handler.observability.telemetry import (
@@ -22,23 +21,7 @@ from handler.observability.telemetry import (
     Telemetry,
     emf_line,
 )
-
-
-def _powertools_record(observation: InferObservation, latency_ms: float, requests: int) -> dict[str, Any]:
-    metrics = EphemeralMetrics(namespace="OIP")
-    metrics.add_dimension("model", observation.model)
-    metrics.add_dimension("model_version", observation.version or "default")
-    for _ in range(requests):
-        metrics.add_metric("InferenceRequests", MetricUnit.Count, 1)
-        metrics.add_metric("InferenceErrors", MetricUnit.Count, 0 if observation.status < 400 else 1)
-        if observation.status >= 400:
-            metrics.add_metric(f"InferenceErrors{observation.status}", MetricUnit.Count, 1)
-        metrics.add_metric("InferenceLatency", MetricUnit.Milliseconds, latency_ms)
-        metrics.add_metric("RequestBytes", MetricUnit.Bytes, observation.bytes_in)
-        metrics.add_metric("ResponseBytes", MetricUnit.Bytes, observation.bytes_out)
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        metrics.flush_metrics()
-    return json.loads(out.getvalue())
+from tests.support.powertools_emf import powertools_record
 
 
 @pytest.mark.parametrize("requests", [1, 2, 37, EMF_MAX_VALUES - 1])
@@ -46,7 +29,7 @@ def _powertools_record(observation: InferObservation, latency_ms: float, request
 def test_a_record_of_many_requests_matches_powertools(requests: int, status: int) -> None:
     observation = InferObservation("iris", "1", status, bytes_in=12, bytes_out=34)
     ours = json.loads(emf_line("OIP", observation, None, requests))
-    theirs = _powertools_record(observation, ours["InferenceLatency"][0], requests)
+    theirs = powertools_record(observation, ours["InferenceLatency"][0], requests)
     assert abs(ours["_aws"].pop("Timestamp") - theirs["_aws"].pop("Timestamp")) < 5_000
     assert ours == theirs
     assert len(ours["InferenceRequests"]) == requests
