@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import servers
+from tests.support.aws import AWS_TEST_ENV
 
-AWS_TEST_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+__all__ = ["AWS_TEST_ENV"]
 
 
 @pytest.fixture(scope="session")

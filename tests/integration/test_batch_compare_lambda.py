@@ -8,18 +8,15 @@ beside the output equals a hand computation with onnxruntime's two sessions."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import boto3
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.integration.conftest import AWS_TEST_ENV
+from tests.support.aws import aws_environment, oip_invoke, s3_client
 from tests.support.servers import unique_name
 from tests.support.shadow_models import classifier_repository, rows
 
@@ -29,29 +26,10 @@ EVENTS = ROOT / "events" / "batch"
 ROWS = 60
 
 
-def _s3(moto: str) -> Any:
-    session = boto3.session.Session(
-        aws_access_key_id=AWS_TEST_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=AWS_TEST_ENV["AWS_SESSION_TOKEN"],
-        region_name=AWS_TEST_ENV["AWS_DEFAULT_REGION"],
-    )
-    return session.client("s3", endpoint_url=moto)
-
-
 def _oip_invoke(event: dict[str, Any], tmp_path: Path, moto: str, repository: Path) -> subprocess.CompletedProcess:
     file = tmp_path / "event.json"
     file.write_text(json.dumps(event))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OIP_RESULTS_", "AWS_"))}
-    env |= AWS_TEST_ENV | {"AWS_ENDPOINT_URL": moto, "MODEL_REPOSITORY": str(repository), "OIP_BATCH_CHUNK_SIZE": "16"}
-    return subprocess.run(
-        [sys.executable, "-m", "handler.cli", "invoke", str(file)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return oip_invoke(file, aws_environment(moto, MODEL_REPOSITORY=str(repository), OIP_BATCH_CHUNK_SIZE="16"))
 
 
 def requests(data: np.ndarray) -> list[dict[str, Any]]:
@@ -89,7 +67,7 @@ def test_an_s3_object_with_compare_version_metadata_is_compared_and_reported(
     moto_server: str, tmp_path: Path, repository: Path
 ) -> None:
     bucket, key = unique_name("compare"), "input/clf/requests.jsonl"
-    s3 = _s3(moto_server)
+    s3 = s3_client(moto_server)
     s3.create_bucket(Bucket=bucket)
     data = rows(ROWS, seed=21)
     lines = "".join(json.dumps(request) + "\n" for request in requests(data))
@@ -122,7 +100,7 @@ def test_a_step_functions_item_batch_compares_logged_requests(
     against the candidate named by the execution input's ``compare_version`` (a number here, as JSON may give it),
     which the state machine passes on in each item batch's ``BatchInput``."""
     bucket, key = unique_name("compare"), "input/logs/2026/11/28/requests-1"
-    s3 = _s3(moto_server)
+    s3 = s3_client(moto_server)
     s3.create_bucket(Bucket=bucket)
     data = rows(ROWS, seed=22)
     records = [

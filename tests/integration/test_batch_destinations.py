@@ -6,16 +6,11 @@ events write beside their input and answer where."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
 
-from tests.integration.conftest import AWS_TEST_ENV
+from tests.support.aws import aws_environment, oip_invoke, s3_client
 from tests.support.servers import unique_name
 
 pytestmark = pytest.mark.integration
@@ -24,35 +19,8 @@ EVENTS = ROOT / "events" / "batch"
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3], [5.9, 3.0, 4.2, 1.5]]
 
 
-def _oip_invoke(event: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "handler.cli", "invoke", str(event)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def _env(moto: str | None = None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OIP_RESULTS_", "AWS_"))}
-    if moto is not None:
-        env |= AWS_TEST_ENV | {"AWS_ENDPOINT_URL": moto}
-    return env | extra
-
-
-def _s3(moto: str) -> Any:
-    return boto3.session.Session(
-        aws_access_key_id=AWS_TEST_ENV["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=AWS_TEST_ENV["AWS_SESSION_TOKEN"],
-        region_name=AWS_TEST_ENV["AWS_DEFAULT_REGION"],
-    ).client("s3", endpoint_url=moto)
-
-
 def test_sqs_event_without_a_destination_is_one_line_naming_the_setting() -> None:
-    result = _oip_invoke(EVENTS / "sqs.json", _env())
+    result = oip_invoke(EVENTS / "sqs.json", aws_environment())
     assert result.returncode == 2 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -62,17 +30,17 @@ def test_sqs_event_without_a_destination_is_one_line_naming_the_setting() -> Non
 
 def test_sqs_event_with_a_destination_writes_every_result(moto_server: str) -> None:
     bucket = unique_name("results")
-    _s3(moto_server).create_bucket(Bucket=bucket)
-    env = _env(moto_server, OIP_RESULTS_S3_URI=f"s3://{bucket}/results/")
-    result = _oip_invoke(EVENTS / "sqs.json", env)
+    s3_client(moto_server).create_bucket(Bucket=bucket)
+    env = aws_environment(moto_server, OIP_RESULTS_S3_URI=f"s3://{bucket}/results/")
+    result = oip_invoke(EVENTS / "sqs.json", env)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"batchItemFailures": []}
     records = json.loads((EVENTS / "sqs.json").read_text())["Records"]
     for record in records:
         key = f"results/iris/{record['messageId']}.json"
-        written = json.loads(_s3(moto_server).get_object(Bucket=bucket, Key=key)["Body"].read())
+        written = json.loads(s3_client(moto_server).get_object(Bucket=bucket, Key=key)["Body"].read())
         assert written["model_name"] == "iris" and written["outputs"], written
-    listed = _s3(moto_server).list_objects_v2(Bucket=bucket)["Contents"]
+    listed = s3_client(moto_server).list_objects_v2(Bucket=bucket)["Contents"]
     assert len(listed) == len(records)
 
 
@@ -82,14 +50,14 @@ def test_file_events_write_beside_the_input_and_say_where(name: str, moto_server
     event_text = (EVENTS / name).read_text().replace("oip-batch-bucket", bucket)
     event = tmp_path / name
     event.write_text(event_text)
-    s3 = _s3(moto_server)
+    s3 = s3_client(moto_server)
     s3.create_bucket(Bucket=bucket)
     rows = "".join(
         json.dumps({"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": r}]}) + "\n" for r in ROWS
     )
     s3.put_object(Bucket=bucket, Key="input/iris/rows.jsonl", Body=rows.encode())
 
-    result = _oip_invoke(event, _env(moto_server))  # no OIP_RESULTS_*: file results go beside their input
+    result = oip_invoke(event, aws_environment(moto_server))  # no OIP_RESULTS_*: file results go beside their input
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     predictions = s3.get_object(Bucket=bucket, Key="output/iris/rows.jsonl.predictions.jsonl")["Body"].read()

@@ -7,66 +7,27 @@ records; its warning line names the disagreeing outputs and holds no value of ei
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import boto3
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 from handler.inference.shadow import LOGGED_VALUES
-from tests.integration.conftest import AWS_TEST_ENV
+from tests.support import lambda_process
+from tests.support.aws import aws_environment
+from tests.support.firehose import delivered_records, firehose_to_s3
+from tests.support.lambda_process import http_event
 from tests.support.servers import unique_name
-from tests.support.shadow_models import classifier_repository, rows
+from tests.support.shadow_models import body, classifier_repository, rows
 
-ROOT = Path(__file__).resolve().parents[2]
-EVENT = ROOT / "events" / "http-api" / "infer-json.json"
 pytestmark = pytest.mark.integration
-
-#: Calls the handler once per event of the JSON list in argv[1]; writes the answers to argv[2].
-SCRIPT = """
-import json, sys
-from handler.cli.lambda_context import LocalLambdaContext
-from handler.http import lambda_handler
-events = json.loads(open(sys.argv[1]).read())
-answers = [lambda_handler(event, LocalLambdaContext(timeout_ms=60_000)) for event in events]
-open(sys.argv[2], "w").write(json.dumps(answers))
-"""
-
-
-def _firehose(bucket: str, stream: str) -> None:
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    boto3.client("firehose").create_delivery_stream(
-        DeliveryStreamName=stream,
-        DeliveryStreamType="DirectPut",
-        ExtendedS3DestinationConfiguration={
-            "BucketARN": f"arn:aws:s3:::{bucket}",
-            "RoleARN": "arn:aws:iam::123456789012:role/firehose",
-            "Prefix": "requests/",
-        },
-    )
-
-
-def _records(bucket: str) -> list[dict[str, Any]]:
-    s3 = boto3.client("s3")
-    records = []
-    for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
-        body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().decode()
-        records += [json.loads(line) for line in body.splitlines() if line.strip()]
-    return records
 
 
 def _event(array: np.ndarray, request_id: str) -> dict[str, Any]:
-    event = json.loads(EVENT.read_text())
-    event["rawPath"] = event["requestContext"]["http"]["path"] = "/v2/models/clf/infer"
-    inputs = [{"name": "input", "shape": list(array.shape), "datatype": "FP32", "data": array.ravel().tolist()}]
-    event["body"] = json.dumps({"id": request_id, "inputs": inputs})
-    return event
+    return http_event({"id": request_id, **body(array)}, "/v2/models/clf/infer")
 
 
 def _sessions(model: Path) -> tuple[ort.InferenceSession, ort.InferenceSession]:
@@ -87,17 +48,14 @@ def test_a_disagreement_is_one_request_log_record_with_both_answers_truncated(aw
     agreeing = np.stack(alike[:1])
     disagreeing = np.stack([apart[0], alike[1], alike[2]])  # 9 probabilities: more than a record holds
     bucket, stream = unique_name("shadow-logs"), unique_name("shadow-stream")
-    _firehose(bucket, stream)
-    (tmp_path / "events.json").write_text(json.dumps([_event(agreeing, "alike-1"), _event(disagreeing, "apart-1")]))
-    env = {**os.environ, **AWS_TEST_ENV, "AWS_ENDPOINT_URL": aws_env, "MODEL_REPOSITORY": str(tmp_path / "models"),
-           "OIP_WARM_UP": "0", "OIP_REQUEST_LOG_SAMPLING": "100", "OIP_REQUEST_LOG_STREAM": stream}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "events.json"), str(tmp_path / "answers.json")],
-                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    answers = json.loads((tmp_path / "answers.json").read_text())
+    firehose_to_s3(bucket, stream)
+    events = [_event(agreeing, "alike-1"), _event(disagreeing, "apart-1")]
+    env = aws_environment(aws_env, OIP_REQUEST_LOG_SAMPLING="100", OIP_REQUEST_LOG_STREAM=stream)
+    done = lambda_process.invoke(events, tmp_path / "models", tmp_path, env=env)
+    answers = done.answers
     assert [answer["statusCode"] for answer in answers] == [200, 200]
 
-    records = _records(bucket)
+    records = delivered_records(bucket)
     requests = [r for r in records if r["raw_data"] is not None]
     (record,) = [r for r in records if r["raw_data"] is None]
     assert len(requests) == 2  # the requests' own records, as without a shadow
