@@ -22,6 +22,7 @@ from handler.cli.lambda_context import LocalLambdaContext
 from handler.rollout import gate, hook
 from handler.server import build_app
 from tests.conftest import make_settings
+from tests.support.codedeploy_hook import HOOK_EVENT, expect_report
 from tests.support.shadow_models import classifier_repository, rows
 
 FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:oip-inference"
@@ -32,7 +33,6 @@ LINES = [
     {"model": "clf", "inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": row.tolist()}]}
     for row in ROWS
 ]
-HOOK_EVENT = {"DeploymentId": "d-ABCDEF123", "LifecycleEventHookExecutionId": "hook-execution-1"}
 
 
 def lambda_version(root: Path, perturbed: bool, default: str) -> Mangum:
@@ -109,15 +109,7 @@ def report(
 ) -> dict[str, Any]:
     """check_and_report with the checks through ``invoke`` and the gate, CodeDeploy expecting ``status``."""
     codedeploy, stubber = clients["codedeploy"]
-    stubber.add_response(
-        "put_lifecycle_event_hook_execution_status",
-        {"lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"]},
-        {
-            "deploymentId": HOOK_EVENT["DeploymentId"],
-            "lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"],
-            "status": status,
-        },
-    )
+    expect_report(stubber, status)
     lambda_client, s3 = clients["lambda"][0], clients["s3"][0]
     return hook.check_and_report(
         HOOK_EVENT,
@@ -198,15 +190,7 @@ def test_check_lines_and_versioned_requests_become_events() -> None:
 def test_a_malformed_gate_setting_is_reported_failed(clients: dict[str, tuple[Any, Stubber]]) -> None:
     """The hook reads the gate's settings inside the report, so a typo fails the deployment instead of stalling it."""
     codedeploy, stubber = clients["codedeploy"]
-    stubber.add_response(
-        "put_lifecycle_event_hook_execution_status",
-        {"lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"]},
-        {
-            "deploymentId": HOOK_EVENT["DeploymentId"],
-            "lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"],
-            "status": "Failed",
-        },
-    )
+    expect_report(stubber, "Failed")
 
     def malformed() -> list[str]:
         settings = gate.GateSettings.from_environ({"OIP_ROLLOUT_AGREEMENT_REQUESTS": "two hundred"})

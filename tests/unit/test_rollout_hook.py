@@ -17,6 +17,7 @@ from handler.rollout import hook
 from handler.server import build_app
 from tests.conftest import make_settings
 from tests.support import onnx_models
+from tests.support.codedeploy_hook import HOOK_EVENT, expect_report
 
 
 def real_lambda(event: dict[str, Any]) -> dict[str, Any]:
@@ -79,9 +80,6 @@ def test_checks_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert hook.run_checks(real_lambda) == []
 
 
-HOOK_EVENT = {"DeploymentId": "d-ABCDEF123", "LifecycleEventHookExecutionId": "hook-execution-1"}
-
-
 @pytest.fixture
 def codedeploy(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Stubber]]:
     """A real boto3 CodeDeploy client whose calls botocore's Stubber checks against the service model."""
@@ -91,18 +89,6 @@ def codedeploy(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Stubber]]
     with Stubber(client) as stubber:
         yield client, stubber
         stubber.assert_no_pending_responses()
-
-
-def expect_report(stubber: Stubber, status: str) -> None:
-    stubber.add_response(
-        "put_lifecycle_event_hook_execution_status",
-        {"lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"]},
-        {
-            "deploymentId": HOOK_EVENT["DeploymentId"],
-            "lifecycleEventHookExecutionId": HOOK_EVENT["LifecycleEventHookExecutionId"],
-            "status": status,
-        },
-    )
 
 
 def test_a_version_that_answers_right_is_reported_succeeded(codedeploy: tuple[Any, Stubber]) -> None:
