@@ -16,17 +16,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.support import lambda_process
+from tests.support import lambda_process, shadow_models
 from tests.support.lambda_process import http_event
-from tests.support.shadow_models import (
-    body,
-    by_hand,
-    classifier_repository,
-    endless_candidate,
-    failing_candidate,
-    request_arrays,
-    rows,
-)
+from tests.support.shadow_models import body, by_hand, classifier_repository, request_arrays, rows
 
 REQUESTS = 30
 DIMENSIONS = {"model": "clf", "model_version": "1", "shadow_version": "2"}
@@ -106,7 +98,7 @@ def test_a_request_to_the_candidate_or_a_failed_request_is_not_copied(tmp_path: 
 def test_a_failing_candidate_leaves_every_answer_200_and_counts_its_errors(tmp_path: Path) -> None:
     """Version 2 takes five features, not four: onnxruntime refuses every copy."""
     root = tmp_path / "models"
-    failing_candidate(root)
+    shadow_models.failing_candidate(root)
     sent = arrays()[:5]
     answers, records, _ = invoke(root, tmp_path, [event_of(body(a)) for a in sent])
     one = ort.InferenceSession(str(root / "clf" / "1" / "model.onnx"), providers=["CPUExecutionProvider"])
@@ -116,7 +108,7 @@ def test_a_failing_candidate_leaves_every_answer_200_and_counts_its_errors(tmp_p
 
 
 def test_a_candidate_that_never_ends_is_stopped_at_its_timeout(tmp_path: Path) -> None:
-    request = endless_candidate(tmp_path / "models", timeout_ms=100)
+    request = shadow_models.endless_candidate(tmp_path / "models", timeout_ms=100)
     answers, records, _ = invoke(tmp_path / "models", tmp_path, [event_of(request)] * 3)
     assert [outputs(answer)["y"] for answer in answers] == [[1.5]] * 3
     assert total(records, "ShadowFailures", reason="timeout") == 3
@@ -126,7 +118,7 @@ def test_a_candidate_that_never_ends_is_stopped_at_its_timeout(tmp_path: Path) -
 def test_a_copy_the_invocation_has_no_time_for_is_skipped(tmp_path: Path) -> None:
     """The shadow's timeout (20 s) is longer than the invocation has left (10 s less the 0.5 s margin): the copy
     never starts, so the never-ending candidate cannot hold the answer back."""
-    request = endless_candidate(tmp_path / "models", timeout_ms=20_000)
+    request = shadow_models.endless_candidate(tmp_path / "models", timeout_ms=20_000)
     answers, records, _ = invoke(tmp_path / "models", tmp_path, [event_of(request)] * 2, timeout_ms=10_000)
     assert [outputs(answer)["y"] for answer in answers] == [[1.5]] * 2
     assert total(records, "ShadowFailures", reason="skipped") == 2

@@ -16,18 +16,11 @@ import httpx
 import numpy as np
 
 from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
+from tests.support import shadow_models
 from tests.support.metrics_scrape import Scrape, scrape
 from tests.support.procfs import children
 from tests.support.servers import OipServer, live, oip_serve, ready
-from tests.support.shadow_models import (
-    body,
-    by_hand,
-    classifier_repository,
-    endless_candidate,
-    failing_candidate,
-    request_arrays,
-    rows,
-)
+from tests.support.shadow_models import body, by_hand, classifier_repository, request_arrays, rows
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
 REQUESTS = 40
@@ -131,7 +124,7 @@ def test_shadow_metrics_of_an_identical_candidate_equal_two_onnxruntime_sessions
 
 
 def test_a_shadow_that_fails_leaves_every_default_answer_200_and_counts_its_errors(tmp_path: Path) -> None:
-    failing_candidate(tmp_path / "models")
+    shadow_models.failing_candidate(tmp_path / "models")
     with serving(tmp_path / "models") as (server, url):
         answers = send(server, line_arrays())  # each answer 200 (send asserts it)
         metrics = settled(url, REQUESTS)
@@ -154,7 +147,7 @@ def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_an
     """Version 2 runs until it is stopped (tests/support/overload_models.py ``forever``): each copy is dropped at
     ``shadow_timeout_ms`` and counted ``timeout``, and the default keeps answering."""
     root = tmp_path / "models"
-    request = endless_candidate(root, timeout_ms=50)
+    request = shadow_models.endless_candidate(root, timeout_ms=50)
     with serving(root) as (server, url), httpx.Client(base_url=f"http://{server.address}", timeout=30) as client:
         statuses = [client.post("/v2/models/clf/infer", json=request).status_code for _ in range(3)]
         metrics = settled(url, 3)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -35,14 +34,12 @@ from handler.protocol.dataplane import DataPlane
 from tests.support import buggy_backend, onnx_models
 from tests.support.in_process import InProcessServers
 from tests.support.servers import HeldPort
-from tests.support.triton_server import TritonServer, build_repository
+from tests.support.triton_server import TritonServer, build_repository, python_model
 
 pytestmark = pytest.mark.integration
 
 FAILING_MODEL = Path(__file__).with_name("triton_models") / "failing_model.py"
-FAILING_CONFIG = """name: "fails"
-backend: "python"
-max_batch_size: 0
+FAILING_CONFIG = """max_batch_size: 0
 input [ { name: "CODE", data_type: TYPE_STRING, dims: [ 1 ] } ]
 output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 1 ] } ]
 """
@@ -138,9 +135,7 @@ def failing_triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
     """tritonserver with the forwarding tests' models and ``fails``, which answers the error code it is sent."""
     workdir = tmp_path_factory.mktemp("triton-errors")
     repository = build_repository(workdir / "models")
-    (repository / "fails" / "1").mkdir(parents=True)
-    shutil.copy(FAILING_MODEL, repository / "fails" / "1" / "model.py")
-    (repository / "fails" / "config.pbtxt").write_text(FAILING_CONFIG)
+    python_model(repository, "fails", FAILING_MODEL, FAILING_CONFIG)
     server = TritonServer(repository, workdir)  # on ports held for it
     server.start()
     yield server

@@ -9,7 +9,6 @@ Triton's one model instance is held by a Python-backend model that waits for a f
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,15 +21,13 @@ import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
 from tests.support import servers
-from tests.support.triton_server import TritonServer
+from tests.support.triton_server import TritonServer, python_model
 
 pytestmark = pytest.mark.integration
 
 HELD_MODEL = Path(__file__).with_name("triton_models") / "held_model.py"
 #: One instance, one request at a time; a request may shorten its 60 s queue timeout.
-QUEUED_CONFIG = """name: "queued"
-backend: "python"
-max_batch_size: 1
+QUEUED_CONFIG = """max_batch_size: 1
 input [ { name: "x", data_type: TYPE_FP32, dims: [ 1 ] } ]
 output [ { name: "y", data_type: TYPE_FP32, dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU, count: 1 } ]
@@ -48,10 +45,7 @@ def hold(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory, hold: Path) -> Iterator[TritonServer]:
     workdir = tmp_path_factory.mktemp("triton_deadline")
-    version = workdir / "models" / "queued" / "1"
-    version.mkdir(parents=True)
-    shutil.copy(HELD_MODEL, version / "model.py")
-    (version.parent / "config.pbtxt").write_text(QUEUED_CONFIG % hold)
+    python_model(workdir / "models", "queued", HELD_MODEL, QUEUED_CONFIG % hold)
     server = TritonServer(workdir / "models", workdir)  # on ports held for it
     server.start()
     yield server

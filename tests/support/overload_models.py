@@ -16,6 +16,18 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.support.onnx_models import OPSET
 
 
+def _x_to_y(name: str, nodes: list[onnx.NodeProto], initializers: list[onnx.TensorProto]) -> onnx.ModelProto:
+    """A model of ``nodes`` from FP32 ``x`` [-1, 1] to FP32 ``y`` [-1, 1]."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
+        initializers,
+    )
+    return helper.make_model(graph, opset_imports=OPSET, ir_version=8)
+
+
 def slow(size: int = 512, k: int = 600) -> onnx.ModelProto:
     """The slow model: ``k`` MatMuls of ``size`` x ``size`` per run, whatever the batch."""
     rng = np.random.default_rng(0)
@@ -36,14 +48,7 @@ def slow(size: int = 512, k: int = 600) -> onnx.ModelProto:
         numpy_helper.from_array(weights, "W"),
         numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "slow",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
-        initializers,
-    )
-    return helper.make_model(graph, opset_imports=OPSET, ir_version=8)
+    return _x_to_y("slow", nodes, initializers)
 
 
 def config(name: str, max_batch_size: int = 0, extra: str = "") -> str:
@@ -101,11 +106,4 @@ def forever(size: int = 64) -> onnx.ModelProto:
         numpy_helper.from_array(np.array(2**62, np.int64), "trips"),
         numpy_helper.from_array(np.array(True), "go"),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "forever",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 1])],
-        initializers,
-    )
-    return helper.make_model(graph, opset_imports=OPSET, ir_version=8)
+    return _x_to_y("forever", nodes, initializers)

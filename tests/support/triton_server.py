@@ -26,12 +26,19 @@ def _tritonserver_home() -> Path:
     return site_packages("pytriton") / "pytriton" / "tritonserver"
 
 
-def _python_model(root: Path, name: str, onnx_file: Path, config: str) -> None:
+def python_model(root: Path, name: str, model_py: Path, config: str) -> Path:
+    """``root/name``: a Python-backend model whose version 1 runs ``model_py``, its config.pbtxt naming it and the
+    backend, then ``config``; its version directory."""
     version = root / name / "1"
     version.mkdir(parents=True)
-    shutil.copy(onnx_file, version / "model.onnx")
-    shutil.copy(MODEL_PY, version / "model.py")
+    shutil.copy(model_py, version / "model.py")
     (root / name / "config.pbtxt").write_text(f'name: "{name}"\nbackend: "python"\n{config}')
+    return version
+
+
+def _python_model(root: Path, name: str, onnx_file: Path, config: str) -> None:
+    """A Python-backend model that runs ``onnx_file`` with onnxruntime."""
+    shutil.copy(onnx_file, python_model(root, name, MODEL_PY, config) / "model.onnx")
 
 
 #: The demo iris model's config as a Python-backend stand-in (batched, as the demo).
