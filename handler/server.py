@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.util import find_spec
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from starlette.applications import Starlette
 from starlette.types import Lifespan, Receive, Scope, Send
@@ -25,6 +25,7 @@ from starlette.types import Lifespan, Receive, Scope, Send
 from adapters.repository.model_config import model_config_pb2
 from handler.config.platform import Platform
 from handler.config.settings import Settings, inherited_settings, onnxruntime_telemetry_off
+from handler.inference.loop_shedding import RECORD
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.observability.worker_telemetry import worker_telemetry
@@ -100,7 +101,7 @@ def build_app(
     telemetry = telemetry or worker_telemetry(settings, dataplane)
     service = InferenceService(dataplane, settings, telemetry)  # the worker's one, REST's and gRPC's
     app = create_serving_app(dataplane, settings, telemetry, lifespan, service)
-    app.state.telemetry = telemetry  # the gRPC server's too (_grpc_lifespan)
+    app.state.telemetry = telemetry  # the gRPC server's too (_grpc_served)
     return app
 
 
@@ -119,8 +120,7 @@ def app_from_env() -> Starlette:
         _stop_worker(exc, None)
     try:
         keep_freed_memory(settings.malloc_keep_mb)  # large bodies reuse freed heap instead of faulting in fresh pages
-        address = settings.grpc_address
-        app = build_app(settings, lifespan=_grpc_lifespan(settings, address) if address else None)
+        app = build_app(settings, lifespan=_worker_lifespan(settings))
         if settings.exit_on_error:
             _stop_on_unloaded(app)
     except Exception as exc:
@@ -168,21 +168,35 @@ def log_what_runs(app: Starlette, settings: Settings) -> None:
         logger.log(level, line)
 
 
-def _grpc_lifespan(settings: Settings, address: str) -> Lifespan[Starlette]:
-    """A lifespan (Starlette's ``lifespan=``) that serves the V2 gRPC API at ``address`` while the app runs."""
-    from handler.grpc.server import build_server
+def _worker_lifespan(settings: Settings) -> Lifespan[Starlette]:
+    """A worker's lifespan (Starlette's ``lifespan=``): its state hands the HTTP protocol what records the event
+    loop's refusals (handler/inference/loop_shedding.py: the worker's inference service); with
+    ``OIP_GRPC_ADDRESS``, the V2 gRPC API is served there while the app runs."""
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        server = build_server(app.state.dataplane, settings, address, app.state.telemetry, app.state.service)
-        await server.start()
-        stopping: list[asyncio.Task[None]] = []
-        # The drain begins at the worker's SIGTERM (handler/runtime/drain.py): gRPC stops accepting then, and its
-        # calls in flight finish beside HTTP's, within the same OIP_DRAIN_TIMEOUT.
-        on_drain(lambda: stopping.append(asyncio.ensure_future(server.stop(grace=settings.drain_timeout))))
-        try:
-            yield
-        finally:
-            await (stopping[0] if stopping else server.stop(grace=settings.drain_timeout))
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        state = {RECORD: app.state.service.refused}
+        if not settings.grpc_address:
+            yield state
+            return
+        async with _grpc_served(app, settings, settings.grpc_address):
+            yield state
 
     return lifespan
+
+
+@asynccontextmanager
+async def _grpc_served(app: Starlette, settings: Settings, address: str) -> AsyncIterator[None]:
+    """The V2 gRPC API served at ``address`` while the block runs."""
+    from handler.grpc.server import build_server
+
+    server = build_server(app.state.dataplane, settings, address, app.state.telemetry, app.state.service)
+    await server.start()
+    stopping: list[asyncio.Task[None]] = []
+    # The drain begins at the worker's SIGTERM (handler/runtime/drain.py): gRPC stops accepting then, and its
+    # calls in flight finish beside HTTP's, within the same OIP_DRAIN_TIMEOUT.
+    on_drain(lambda: stopping.append(asyncio.ensure_future(server.stop(grace=settings.drain_timeout))))
+    try:
+        yield
+    finally:
+        await (stopping[0] if stopping else server.stop(grace=settings.drain_timeout))

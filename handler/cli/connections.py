@@ -35,12 +35,15 @@ import asyncio
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
+from urllib.parse import unquote
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from handler.config.settings import Settings, inherited_settings
+from handler.inference.loop_shedding import RECORD, LoopShedding
 
 #: A connection's phases: waiting for a request's head (or its first byte), reading its body, the request read
 #: (with the app), answered and waiting for the next request.
@@ -82,10 +85,14 @@ def process_limits() -> ConnectionLimits:
     return ConnectionLimits.from_settings(inherited_settings())
 
 
-def _answer(status: int, reason: str, message: str) -> bytes:
+#: An inference request's target (``InferEntry``'s path, and a query), the one kind the loop's shedding refuses.
+INFER_TARGET: Final = re.compile(rb"/v2/models/([^/?]+)(?:/versions/([^/?]+))?/infer(?:\?.*)?", re.DOTALL)
+
+
+def _answer(status: int, reason: str, message: str, headers: str = "connection: close\r\n") -> bytes:
     body = json.dumps({"error": message}).encode()
     head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-    return (head + "connection: close\r\n\r\n").encode() + body
+    return (head + headers + "\r\n").encode() + body
 
 
 class _Sweeper:
@@ -93,8 +100,9 @@ class _Sweeper:
     the last check (or when a connection came while none were open): the clock connections read, which costs
     nothing and is late by at most ``interval``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float, tasks: set[asyncio.Task[None]]) -> None:
         self.loop, self.interval = loop, interval
+        self.shedding = LoopShedding(loop, tasks)
         self.now = loop.time()
         self.connections: set[GuardedHttpToolsProtocol] = set()
         self.timer: asyncio.TimerHandle | None = None
@@ -132,6 +140,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._link: asyncio.Transport | None = None
         self._sweeper: _Sweeper = None  # type: ignore[assignment]  # set with the transport
         self._refused = False
+        self._shed = False  # the current request is refused by the loop's shedding (its body is skipped)
         self._begun = 0  # requests begun on this connection
         self._feeding = 0  # bytes of the chunk being parsed
         self._head_most = 0  # bytes of the chunks that brought the current head: at least its size
@@ -146,7 +155,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         loop = asyncio.get_running_loop()
         sweeper = self._sweepers.get(loop)
         if sweeper is None:
-            sweeper = self._sweepers[loop] = _Sweeper(loop, self.limits.sweep_interval)
+            sweeper = self._sweepers[loop] = _Sweeper(loop, self.limits.sweep_interval, self.tasks)
         self._sweeper = sweeper
         sweeper.add(self)
         self.deadline = sweeper.now + self._header_timeout
@@ -195,14 +204,26 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._phase = _BODY
         self.deadline = self._sweeper.now + self._body_timeout
+        shedding = self._sweeper.shedding
+        shedding.watch()
+        if shedding.cap != math.inf and not self._answering and INFER_TARGET.fullmatch(self.url) and shedding.refuses():
+            self._shed = True  # answered 503 once its body is read: on_message_complete
+            return
         self._answering += 1
         super().on_headers_complete()
         names = {name for name, _ in self.headers}
         if b"transfer-encoding" in names and b"content-length" in names and self.cycle is not None:
             self.cycle.keep_alive = False  # framed by its chunks; closed after its answer (the module's docstring)
 
+    def on_body(self, body: bytes) -> None:
+        if not self._shed:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
         if self._refused:
+            return
+        if self._shed:
+            self._shed_answer()
             return
         self._phase = _READ
         self.deadline = math.inf
@@ -211,6 +232,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # uvicorn's callback when an answer is complete
 
     def on_response_complete(self) -> None:
+        self._sweeper.shedding.answered += 1
         if self._answering:
             self._answering -= 1
         if not self._answering and self._phase == _READ:
@@ -219,6 +241,28 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._phase = _IDLE
             self.deadline = self._sweeper.now + self.limits.keep_alive_timeout + self._header_timeout
         super().on_response_complete()
+
+    # the loop's shedding
+
+    def _shed_answer(self) -> None:
+        """503 with Retry-After for the inference request just read, which no task was made for, recorded as the
+        worker's inference service records its own refusals; the connection stays open when the request keeps it
+        alive."""
+        self._shed = False
+        error = self._sweeper.shedding.refusal()
+        target = INFER_TARGET.fullmatch(self.url)
+        record = self.app_state.get(RECORD)
+        if target is not None and record is not None:
+            name, version = (unquote(part.decode("latin-1")) if part else None for part in target.groups())
+            record(name or "", version, error)
+        keep = self.parser.should_keep_alive()
+        headers = f"retry-after: {error.retry_after}\r\n" + ("" if keep else "connection: close\r\n")
+        self._link.write(_answer(503, "Service Unavailable", error.message, headers))  # type: ignore[union-attr]
+        if not keep:
+            self._refuse(0, "", "")
+            return
+        self._phase = _IDLE
+        self.deadline = self._sweeper.now + self.limits.keep_alive_timeout + self._header_timeout
 
     # the limits
 

@@ -26,6 +26,7 @@ Transports never reach the model router: what they need besides inference is the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -143,6 +144,12 @@ class InferenceService:
             with self.span("encode"):
                 encoded = exchange.encode(result, call)
             return _answered(encoded, observation)
+
+    def refused(self, name: str, version: str | None, error: V2Error) -> None:
+        """Record a request to model ``name`` that its transport refused before reading it (the event loop's
+        shedding: ``loop_shedding.py``) as ``answer`` records the requests it refuses."""
+        with contextlib.suppress(V2Error), self.observe(name, version):
+            raise error
 
     async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
         """Answer one decoded request with its result, as ``answer`` does."""

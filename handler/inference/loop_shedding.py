@@ -1,0 +1,141 @@
+"""``LoopShedding``: how many requests a worker's event loop holds while it runs behind, with no setting.
+
+A fast model's requests cost the worker its event loop (parsing, decoding, encoding), not the model's threads, so
+no model's gate (``admission.py``) sees their queue: past the loop's capacity every request waits behind all the
+others. The loop's own lag shows that queue: a timer due every ``PROBE_S`` runs late by about one turn of the loop,
+and a turn does a little of every request in it.
+
+- A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
+  the loop clears within the interval is no queue). Then the requests in the worker are capped a tenth below
+  what it holds (at least ``FLOOR``).
+- While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
+  by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
+  for ``RELEASE_S``, there is no cap.
+
+The HTTP protocol (handler/cli/connections.py) asks ``refuses()`` as an inference request's head is read, and
+answers a refused one 503 with ``Retry-After`` (the time the loop takes to answer what it holds, from its rate)
+before any task is made for it, at a small part of the cost of answering it; the process's ``InferenceService``
+records it as its own refusals (``REJECTED``). Health, metadata and every other request are always taken.
+
+A model whose runs are slow does not make the loop late (its runs wait in threads), so a saturated slow model
+leaves a fast one's requests alone; its own gate refuses its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sized
+from typing import Final
+
+from handler.inference.admission import Overloaded
+
+#: The key of the lifespan state (the ASGI lifespan's ``state``, which uvicorn hands every connection) under which
+#: a worker puts its ``Record``: handler/server.py.
+RECORD: Final = "oip.loop_shedding.record"
+#: ``record(model, version, error)``: counts a refused request as the process's ``InferenceService.refused`` does.
+Record = Callable[[str, "str | None", Overloaded], None]
+
+#: The loop's lag above which its requests queue (seconds).
+TARGET_S: Final = 0.02
+#: How long the lag must stay over the target before requests are capped.
+INTERVAL_S: Final = 0.1
+#: What a probe in a standing queue multiplies the cap by.
+DECREASE: Final = 0.9
+#: What a probe on time while the cap refuses adds to it, besides one request: this share of it.
+INCREASE: Final = 0.05
+#: How long the cap must refuse nothing before it goes.
+RELEASE_S: Final = 1.0
+#: Time between two probes of the lag.
+PROBE_S: Final = 0.01
+#: The cap is never below this many requests in the worker.
+FLOOR: Final = 32
+
+
+class LoopShedding:
+    """One event loop's lag and the cap it implies on ``tasks`` (the loop's requests in flight: uvicorn's set of
+    ASGI tasks), ``math.inf`` for none. ``answered`` counts answers, for the loop's rate."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tasks: Sized) -> None:
+        self.loop, self.tasks = loop, tasks
+        self.cap = math.inf
+        self.answered = 0
+        #: Requests refused since the process started.
+        self.refused = 0
+        #: Answers a second, measured between probes while requests are in flight (0 before the first).
+        self.rate = 0.0
+        self._behind_since: float | None = None
+        self._unused_since = 0.0  # since when the cap has refused nothing
+        self._refused_before = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        self._counted = (0.0, 0)
+
+    def watch(self) -> None:
+        """Probe the lag from now on while requests are in flight (called as each request arrives)."""
+        if self._timer is None:
+            now = self.loop.time()
+            self._counted = (now, self.answered)
+            self._schedule(now)
+
+    def refuses(self) -> bool:
+        """Whether an inference request arriving now is refused: the loop holds as many requests as its cap."""
+        if len(self.tasks) < self.cap:
+            return False
+        self.refused += 1
+        return True
+
+    def refusal(self) -> Overloaded:
+        """The error a refused request is answered with."""
+        retry = self.retry_after()
+        return Overloaded(
+            f"the server is behind: its event loop has run over {TARGET_S * 1000:.0f} ms late for "
+            f"{INTERVAL_S * 1000:.0f} ms, and it holds as many requests as it answers in time; retry after {retry} s",
+            retry_after=retry,
+        )
+
+    def retry_after(self) -> int:
+        """Seconds until the loop has answered what it holds, from its rate: at least one, rounded up."""
+        drain = len(self.tasks) / self.rate if self.rate > 0 else 1.0
+        return max(1, math.ceil(drain))
+
+    def judge(self, lag: float, now: float) -> None:
+        """Move the cap for a probe ``lag`` seconds late at ``now``."""
+        if lag <= TARGET_S:
+            self._behind_since = None
+        elif self._behind_since is None:
+            self._behind_since = now
+        standing = self._behind_since is not None and now - self._behind_since >= INTERVAL_S
+        refused, self._refused_before = self.refused != self._refused_before, self.refused
+        if self.cap == math.inf:
+            if standing:
+                self.cap, self._unused_since = max(FLOOR, len(self.tasks) * DECREASE), now
+            return
+        if standing:
+            self.cap = max(FLOOR, self.cap * DECREASE)
+        elif refused and lag <= TARGET_S:
+            self.cap += 1 + self.cap * INCREASE
+        if refused:
+            self._unused_since = now
+        elif now - self._unused_since >= RELEASE_S:
+            self.cap = math.inf
+
+    def _schedule(self, now: float) -> None:
+        self._due = now + PROBE_S
+        self._timer = self.loop.call_at(self._due, self._probe)
+
+    def _probe(self) -> None:
+        now = self.loop.time()
+        inflight = len(self.tasks)
+        try:
+            since, answered = self._counted
+            if inflight and now > since:
+                rate = (self.answered - answered) / (now - since)
+                self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
+            self._counted = (now, self.answered)
+            self.judge(now - self._due, now)
+        finally:  # the probe goes on whatever a judgement raised
+            if inflight or self.cap != math.inf:
+                self._schedule(now)
+            else:
+                self._timer = None

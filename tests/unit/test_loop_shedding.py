@@ -1,0 +1,177 @@
+"""The event loop's shedding (handler/inference/loop_shedding.py): its rules driven by the lags a test gives, and
+its probe on a real event loop that the test blocks itself."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from adapters.errors import ErrorCode
+from handler.inference.loop_shedding import (
+    DECREASE,
+    FLOOR,
+    INCREASE,
+    INTERVAL_S,
+    PROBE_S,
+    RELEASE_S,
+    TARGET_S,
+    LoopShedding,
+)
+from handler.observability.prometheus import failure_reason
+
+LATE = TARGET_S * 2
+ON_TIME = TARGET_S / 4
+
+
+@pytest.fixture
+def loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _standing(shedding: LoopShedding, start: float = 100.0) -> float:
+    """Late probes from ``start`` until the queue stands; the time of the last one."""
+    now = start
+    while shedding.cap == math.inf:
+        shedding.judge(LATE, now)
+        now += PROBE_S
+        assert now - start <= INTERVAL_S + 2 * PROBE_S, "a queue standing for the interval is capped"
+    return now - PROBE_S
+
+
+def test_a_burst_the_loop_clears_within_the_interval_sets_no_cap(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = set(range(100))
+    shedding = LoopShedding(loop, tasks)
+    now = 100.0
+    for _ in range(20):
+        shedding.judge(INTERVAL_S * 0.9, now)  # one turn nearly as long as the interval, then the loop is on time
+        shedding.judge(ON_TIME, now + PROBE_S)
+        now += INTERVAL_S
+    assert shedding.cap == math.inf
+    assert not shedding.refuses()
+
+
+def test_a_standing_queue_caps_the_requests_a_tenth_below_what_the_loop_holds(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    tasks = set(range(100))
+    shedding = LoopShedding(loop, tasks)
+    shedding.judge(LATE, 100.0)
+    shedding.judge(LATE, 100.0 + INTERVAL_S / 2)
+    assert shedding.cap == math.inf, "late for less than the interval"
+    shedding.judge(LATE, 100.0 + INTERVAL_S + PROBE_S)
+    assert shedding.cap == pytest.approx(100 * DECREASE)
+    assert shedding.refuses() and shedding.refused == 1
+    tasks.difference_update(range(20))
+    assert not shedding.refuses() and shedding.refused == 1
+
+
+def test_the_cap_shrinks_while_the_queue_stands_and_never_below_the_floor(loop: asyncio.AbstractEventLoop) -> None:
+    shedding = LoopShedding(loop, set(range(40)))
+    now = _standing(shedding)
+    caps = [shedding.cap]
+    for _ in range(40):
+        now += PROBE_S
+        shedding.judge(LATE, now)
+        caps.append(shedding.cap)
+    assert caps[1] == pytest.approx(caps[0] * DECREASE)
+    assert caps == sorted(caps, reverse=True)
+    assert caps[-1] == FLOOR
+
+
+def test_the_cap_grows_while_the_loop_keeps_up_and_it_refuses(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = set(range(50))
+    shedding = LoopShedding(loop, tasks)
+    now = _standing(shedding)
+    cap = shedding.cap
+    assert shedding.refuses()
+    now += PROBE_S
+    shedding.judge(ON_TIME, now)
+    assert shedding.cap == pytest.approx(cap + 1 + cap * INCREASE)
+    now += PROBE_S
+    shedding.judge(ON_TIME, now)  # nothing refused since: the cap stays
+    assert shedding.cap == pytest.approx(cap + 1 + cap * INCREASE)
+
+
+def test_the_cap_goes_once_it_has_refused_nothing_for_the_release_time(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = set(range(50))
+    shedding = LoopShedding(loop, tasks)
+    now = _standing(shedding)
+    assert shedding.refuses()
+    now += PROBE_S
+    shedding.judge(ON_TIME, now)
+    refused_at = now
+    while now - refused_at < RELEASE_S:
+        assert shedding.cap != math.inf
+        now += PROBE_S
+        shedding.judge(ON_TIME, now)
+    assert shedding.cap == math.inf
+    assert not shedding.refuses()
+
+
+def test_a_refusal_is_a_rejected_503_with_the_loops_drain_time(loop: asyncio.AbstractEventLoop) -> None:
+    shedding = LoopShedding(loop, set(range(30)))
+    shedding.rate = 10.0  # 30 requests at 10 a second: 3 s
+    error = shedding.refusal()
+    assert error.code is ErrorCode.UNAVAILABLE
+    assert error.retry_after == 3
+    assert failure_reason(error) == "REJECTED"
+    assert "event loop" in error.message and "retry after 3 s" in error.message
+    shedding.rate = 0.0
+    assert shedding.retry_after() == 1, "before any rate is measured"
+
+
+def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop's own turns are made long by callbacks that hold it (as requests answered on the loop do); the
+    probe sees the lag and caps; once the turns are short and nothing is refused, the cap goes."""
+    tasks = set(range(3 * FLOOR))
+    shedding = LoopShedding(loop, tasks)
+    capped = loop.create_future()
+
+    def hold() -> None:
+        time.sleep(2 * TARGET_S)  # one long turn of the loop
+        if shedding.cap != math.inf:
+            capped.set_result(shedding.cap)
+        else:
+            loop.call_soon(hold)
+
+    shedding.watch()
+    loop.call_soon(hold)
+    cap = loop.run_until_complete(capped)
+    assert FLOOR <= cap < len(tasks)
+    assert shedding.refuses()
+
+    tasks.clear()
+    released = loop.create_future()
+
+    def check() -> None:
+        if shedding.cap == math.inf:
+            released.set_result(True)
+        else:
+            loop.call_later(PROBE_S, check)
+
+    loop.call_soon(check)
+    assert loop.run_until_complete(released)
+
+
+def test_the_probe_goes_on_after_a_judgement_that_raised(loop: asyncio.AbstractEventLoop) -> None:
+    class Failing(LoopShedding):
+        calls = 0
+
+        def judge(self, lag: float, now: float) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("a judgement that failed")
+            if self.calls == 3:
+                done.set_result(True)
+
+    done = loop.create_future()
+    loop.set_exception_handler(lambda loop, context: None)  # the first probe's error, reported by the loop
+    shedding = Failing(loop, {1})
+    shedding.watch()
+    assert loop.run_until_complete(done)
+    assert shedding.calls == 3
