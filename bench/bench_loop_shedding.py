@@ -1,0 +1,188 @@
+"""A fast model past its worker's capacity with no configuration: ``oip serve --workers 1`` and the demo ``iris``,
+open loop at 0.8x and at as much as the client offers toward 3x its capacity, with h2load (nghttp2's load
+generator, in C); ``--against CHECKOUT`` runs another checkout's server in the same run, one after the other.
+
+    python -m bench.bench_loop_shedding [--seconds 6] [--against /tmp/before] [--factors 0.8,3]
+
+Python clients offer at most about 1,000 requests a second here, half what one worker answers, so the load is
+h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection, the connections opened evenly
+over one period so that their requests do not come in step (h2load's ``-r``/``--rate-period``); a request is timed
+from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
+loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
+the first second, which opens the connections), a health and a metadata probe every 50 ms throughout (their p99),
+``nv_inference_request_failure{reason="REJECTED"}`` counted during it, and the server's resident memory (every
+process) before and after. The load average is printed before and after; the client shares the two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from bench.bench_overload import _pct, rss_mb
+from bench.bench_throughput import free_ports
+from tests.support.metrics_scrape import scrape
+
+ROOT = Path(__file__).resolve().parents[1]
+BODY = b'{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[5.1,3.5,1.4,0.2]}]}'
+#: Requests each connection sends a second: the connections are the rate over this.
+PER_CONNECTION = 10
+
+
+@contextlib.contextmanager
+def served(checkout: Path) -> Iterator[tuple[str, int, int]]:
+    """``oip serve --workers 1`` of ``checkout`` on free ports, no admission setting: (base URL, metrics port, pid)."""
+    port, grpc, metrics = free_ports(3)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OIP_")} | {"PYTHONPATH": str(checkout)}
+    command = [sys.executable, "-m", "handler.cli", "serve", "--workers", "1", "--port", str(port)]
+    command += ["--grpc-port", str(grpc), "--metrics-port", str(metrics), "--no-access-log", "--log-level", "warning"]
+    process = subprocess.Popen(command, cwd=checkout, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/v2/health/ready", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit(f"bench_loop_shedding: {checkout}'s oip serve did not become ready")
+            time.sleep(0.2)
+        yield base, metrics, process.pid
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | None = None) -> float:
+    """h2load on the iris model: ``rps`` per connection (open loop, connections staggered over one period) for
+    ``seconds``, or closed loop without it; the rate it reached, requests a second. Each request is in ``log``
+    (written anew: h2load appends to it)."""
+    log.unlink(missing_ok=True)
+    command = ["h2load", "--h1", "-c", str(connections), "-H", "content-type: application/json"]
+    if rps:
+        period_ms = max(1, round(1000 / rps / 100))
+        command += ["--rps", str(rps), "-r", str(max(1, connections // 100)), "--rate-period", f"{period_ms}ms"]
+        command += ["-n", str(int(connections * rps * seconds))]
+    else:
+        command += ["-D", str(seconds)]
+    with tempfile.NamedTemporaryFile(suffix=".json") as body:
+        body.write(BODY)
+        body.flush()
+        command += ["-d", body.name, f"--log-file={log}", f"{base}/v2/models/iris/infer"]
+        output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(line for line in output.splitlines() if line.startswith("finished in"))
+    return float(line.split(",")[1].split()[0])
+
+
+def read_log(log: Path, skip_s: float = 1.0) -> dict[str, list[float]]:
+    """The log's durations (ms) by status, past its first ``skip_s`` seconds."""
+    rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    start = min(int(row[0]) for row in rows)
+    by_status: dict[str, list[float]] = {}
+    for started, status, took in rows:
+        if int(started) - start >= skip_s * 1e6:
+            by_status.setdefault(status, []).append(int(took) / 1000)
+    return by_status
+
+
+class Probes:
+    """GET health and the model's metadata every 50 ms until stopped: their latencies, ms."""
+
+    def __init__(self, base: str) -> None:
+        self.base, self.seen = base, {"health": [], "metadata": []}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        with httpx.Client(timeout=60) as client:
+            while not self.stop.is_set():
+                for name, path in (("health", "/v2/health/ready"), ("metadata", "/v2/models/iris")):
+                    started = time.perf_counter()
+                    client.get(self.base + path)
+                    self.seen[name].append((time.perf_counter() - started) * 1000)
+                self.stop.wait(0.05)
+
+    def __enter__(self) -> Probes:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def rejected(metrics_port: int) -> float:
+    with contextlib.suppress(KeyError):
+        return scrape(f"http://127.0.0.1:{metrics_port}/metrics").value(
+            "nv_inference_request_failure", model="iris", version="1", reason="REJECTED"
+        )
+    return 0.0
+
+
+def measure(name: str, checkout: Path, factors: list[float], seconds: float, work: Path) -> list[str]:
+    rows = []
+    with served(checkout) as (base, metrics_port, pid):
+        h2load(base, 8, work / "warm.log", 2)
+        h2load(base, 1, work / "alone.log", 2)
+        unloaded = _pct(read_log(work / "alone.log", 0).get("200", []), 0.99)
+        capacity = h2load(base, 8, work / "capacity.log", 4)
+        for factor in factors:
+            rate = factor * capacity
+            connections = max(100, round(rate / PER_CONNECTION / 100) * 100)
+            rps = max(1, round(rate / connections))
+            before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
+            with Probes(base) as probes:
+                reached = h2load(base, connections, work / "load.log", seconds, rps)
+            statuses = read_log(work / "load.log")
+            counts = Counter({status: len(values) for status, values in statuses.items()})
+            ok, refused = statuses.get("200", []), statuses.get("503", [])
+            bound = 2 * unloaded + 100
+            rows.append(
+                f"| {name} | {factor}x: {connections * rps:,}/s offered, {reached:,.0f}/s reached "
+                f"(capacity {capacity:,.0f}/s) | {dict(sorted(counts.items()))} "
+                f"| {_pct(ok, 0.5):.1f} / {_pct(ok, 0.99):.1f} (bound {bound:.0f}) "
+                f"| {_pct(refused, 0.5):.1f} / {_pct(refused, 0.99):.1f} "
+                f"| {_pct(probes.seen['health'], 0.99):.1f} / {_pct(probes.seen['metadata'], 0.99):.1f} "
+                f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} |"
+            )
+            print(rows[-1], flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--against", type=Path, help="another checkout, measured in the same run")
+    parser.add_argument("--factors", default="0.8,3")
+    args = parser.parse_args()
+    if shutil.which("h2load") is None:
+        raise SystemExit("bench_loop_shedding: h2load is not installed (Debian: apt-get install nghttp2-client)")
+    factors = [float(factor) for factor in args.factors.split(",")]
+    print(f"load average before: {os.getloadavg()}")
+    header = [
+        "| server | load | statuses | 200 p50 / p99 ms | 503 p50 / p99 ms | health / metadata p99 ms | REJECTED "
+        "| RSS MiB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    with tempfile.TemporaryDirectory() as work:
+        rows = measure("this checkout", ROOT, factors, args.seconds, Path(work))
+        if args.against is not None:
+            rows += measure(str(args.against), args.against.resolve(), factors, args.seconds, Path(work))
+    print(f"load average after: {os.getloadavg()}")
+    print("\n".join([*header, *rows]))
+
+
+if __name__ == "__main__":
+    main()
