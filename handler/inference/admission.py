@@ -265,6 +265,11 @@ class Admission:
     def enter(self, name: str = "", deadline: Deadline | None = None) -> Ticket:
         """Admit one request to model ``name`` (its ``Ticket``), or refuse it: Overloaded over the worker's bound
         or the model's gate, the deadline's error when the model would answer after it."""
+        return Ticket(self, self.admit(name, deadline))
+
+    def admit(self, name: str, deadline: Deadline | None) -> ModelGate | None:
+        """``enter`` without its ticket: the request counted in, and its model's gate (None for none), which its
+        holder enters and leaves (``ModelGate.enter``, ``leave``), the request counted out (``inflight``) too."""
         gate = self.gate_of(name) if name else None
         if self.inflight >= self.limit:
             self.refused += 1
@@ -277,7 +282,7 @@ class Admission:
         if gate is not None:
             gate.admits(deadline)
         self.inflight += 1
-        return Ticket(self, gate)
+        return gate
 
     def leave(self) -> None:
         """Count out a request admitted with no model named (``enter()``); a ``Ticket`` counts out its own."""

@@ -73,12 +73,15 @@ class ByteBudget:
     """Counts the request bytes in flight in this process and refuses what would take them over ``limit`` (the
     inference service's, one per process, which every transport shares)."""
 
+    __slots__ = ("inflight", "limit", "lock", "refused")
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.inflight = 0
         #: Requests refused since the process started.
         self.refused = 0
-        self._lock = threading.Lock()  # S3 reads finish in worker threads; gRPC may run on a loop of its own
+        #: Held while the count changes: S3 reads finish in worker threads; gRPC may run on a loop of its own.
+        self.lock = threading.Lock()
 
     def hold(self) -> Held:
         """An empty hold on the budget, which ``Held.take`` fills and leaving its ``with`` block gives back."""
@@ -87,24 +90,29 @@ class ByteBudget:
     def take(self, size: int, what: str, refuse: bool) -> None:
         """Count ``size`` more bytes in flight; with ``refuse``, BytesInFlight instead when others already hold
         bytes and ``size`` would take the count over the limit."""
-        with self._lock:
+        with self.lock:
             if refuse and self.inflight and self.inflight + size > self.limit:
-                self.refused += 1
-                raise BytesInFlight(
-                    f"{what} would bring {size} bytes into memory while requests in flight hold {self.inflight} of "
-                    f"the {self.limit} bytes this server allows (OIP_MAX_INFLIGHT_BYTES); retry shortly",
-                    retry_after=RETRY_AFTER_S,
-                )
+                self.refuse(size, what)
             self.inflight += size
+
+    def refuse(self, size: int, what: str) -> None:
+        """Count a refusal and raise its BytesInFlight (called with ``lock`` held)."""
+        self.refused += 1
+        raise BytesInFlight(
+            f"{what} would bring {size} bytes into memory while requests in flight hold {self.inflight} of "
+            f"the {self.limit} bytes this server allows (OIP_MAX_INFLIGHT_BYTES); retry shortly",
+            retry_after=RETRY_AFTER_S,
+        )
 
     def give_back(self, size: int) -> None:
         """Count ``size`` bytes fewer in flight."""
-        with self._lock:
+        with self.lock:
             self.inflight -= size
 
 
 class Held:
-    """The bytes one request holds of a ``ByteBudget``, given back when its ``with`` block ends."""
+    """The bytes one request holds of a ``ByteBudget``, given back when its ``with`` block ends. Its methods count
+    under the budget's lock themselves: they run on every request."""
 
     __slots__ = ("budget", "size")
 
@@ -115,28 +123,38 @@ class Held:
     def take(self, size: int, what: str) -> None:
         """Hold ``size`` more bytes, or refuse them (BytesInFlight) when other requests hold too many already."""
         if size > 0:
-            self.budget.take(size, what, refuse=True)
+            budget = self.budget
+            with budget.lock:
+                if budget.inflight and budget.inflight + size > budget.limit:
+                    budget.refuse(size, what)
+                budget.inflight += size
             self.size += size
 
     def count(self, size: int) -> None:
         """Hold ``size`` more bytes without refusing them (bytes already in memory, such as a decompressed body)."""
         if size > 0:
-            self.budget.take(size, "", refuse=False)
+            budget = self.budget
+            with budget.lock:
+                budget.inflight += size
             self.size += size
 
     def settle(self, size: int) -> None:
         """Hold exactly ``size`` bytes from now on (no fewer than zero): a body read whose length was not known."""
+        held = self.size
+        if size == held:
+            return
         size = max(size, 0)
-        if size > self.size:
-            self.count(size - self.size)
-        elif size < self.size:
-            self.budget.give_back(self.size - size)
-            self.size = size
+        budget = self.budget
+        with budget.lock:
+            budget.inflight += size - held
+        self.size = size
 
     def release(self) -> None:
         """Give every byte held back."""
         if self.size:
-            self.budget.give_back(self.size)
+            budget = self.budget
+            with budget.lock:
+                budget.inflight -= self.size
             self.size = 0
 
     def __enter__(self) -> Held:

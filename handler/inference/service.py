@@ -5,7 +5,8 @@ function's init) and handed to every transport. REST (V2, KServe V1 / TF Serving
 (unary and streaming) and SQS messages hand each request to ``answer`` as an ``Exchange`` (``exchange.py``: how the
 request is read, decoded and encoded; requests passed through to Triton as they are, too); file batches (S3, Step
 Functions, ``oip batch``) hand a chunk's lines merged by their decoder to ``infer_merged`` and any others to
-``infer_many``. All go through the same per-call steps (``_admit``, ``_prepare``, ``_finish``). The service alone:
+``infer_many``. All go through the same per-call steps (admission, ``_prepare``, ``_finish``); ``answer`` keeps a
+request's observation, held bytes and admission in one ``Ledger`` (``ledger.py``). The service alone:
 
 - observes each request (``observability/telemetry.py``: metrics, spans, sampled payloads), with the status its
   outcome maps to (a V2Error's own, 500 for anything else), its sizes and bodies as the exchange reports them, and
@@ -48,6 +49,7 @@ from handler.inference.admission import (
 from handler.inference.byte_budget import ByteBudget, Held, default_inflight_bytes, memory_limit
 from handler.inference.call_checks import check_before_reading
 from handler.inference.exchange import Decoded, Encoded, Exchange
+from handler.inference.ledger import Ledger
 from handler.inference.s3_tensors import (
     Destinations,
     extension_off,
@@ -84,6 +86,8 @@ class InferenceService:
         self.observe: Callable[[str, str | None], AbstractContextManager[InferObservation]] = self.telemetry.observe
         #: ``span(step)``: a trace segment around one step (``decode``, ``run``, ``encode``, ``forward``).
         self.span: Callable[[str], AbstractContextManager[Any]] = self.telemetry.span
+        #: Whether ``span`` may trace anything (``answer`` enters no span otherwise).
+        self.traced = self.telemetry.traces()
         #: The s3_tensors extension's reads and writes (OIP_S3_TENSOR_PREFIXES); None when it is off.
         self.s3_tensors = tensor_store(settings)
         #: OIP_MAX_INFLIGHT_BYTES: the request bytes this process holds at once (``byte_budget.py``).
@@ -118,32 +122,47 @@ class InferenceService:
     async def answer(self, name: str, version: str | None, exchange: Exchange[Answer]) -> Answer:
         """Answer one request to model ``name`` (``version``: None for its default) as ``exchange`` reads, decodes
         and encodes it; its V2Error otherwise. Observed from its first byte to its answer."""
-        with self.observe(name, version) as observation, self.bytes_in_flight.hold() as held:
+        # One ledger holds the observation, the bytes held and the admission (``ledger.py``); the steps' spans are
+        # entered only when the telemetry traces them: this runs on every request.
+        span = self.span if self.traced else None
+        with Ledger(self.telemetry, self.bytes_in_flight, name, version) as ledger:
+            observation = ledger.observation
             model = self.dataplane.resolve(name, version)
-            ticket = self._admit(name)  # a refused request's body is neither read nor decoded
+            ledger.admit(self.admission, name)  # a refused request's body is neither read nor decoded
             answered = False
             try:
-                observation.bytes_in = await exchange.receive(model, held)
+                observation.bytes_in = await exchange.receive(model, ledger)
                 if model.passes_through:
                     passing = exchange.pass_through(model)
                     if passing is not None:
                         forwarded = await self._forward(model, *passing, observation)
                         answered = True
                         return _answered(exchange.encode_forwarded(model, forwarded), observation)
-                with self.span("decode"):
+                if span is None:
                     call = await exchange.decode(model, self)
-                prepared = await self._prepare(model, call, held)
-                with self.span("run"):
+                else:
+                    with span("decode"):
+                        call = await exchange.decode(model, self)
+                prepared = await self._prepare(model, call, ledger)
+                if span is None:
                     ran = await self.dataplane.run(model, prepared.call)
+                else:
+                    with span("run"):
+                        ran = await self.dataplane.run(model, prepared.call)
                 result = await self._finish(prepared, ran, observation)
                 if self.shadow is not None:
                     self.shadow.offer(model, prepared.call, ran)
                 answered = True
             finally:
-                ticket.leave(answered)
-            with self.span("encode"):
+                ledger.leave(answered)
+            if span is None:
                 encoded = exchange.encode(result, call)
-            return _answered(encoded, observation)
+            else:
+                with span("encode"):
+                    encoded = exchange.encode(result, call)
+            observation.bytes_out = encoded.size
+            observation.request_body, observation.response_body = encoded.request_body, encoded.response_body
+            return encoded.answer
 
     def refused(self, name: str, version: str | None, error: V2Error) -> None:
         """Record a request to model ``name`` that its transport refused before reading it (the event loop's

@@ -69,45 +69,36 @@ class MeteredTelemetry(Telemetry):
         if spans is not None:
             self.span = spans  # type: ignore[method-assign]
 
-    def observe(self, model: str, version: str | None) -> _PendingObserving:
+    def start(self, model: str, version: str | None) -> InferObservation:
+        """The observation of one request (``Telemetry.start``), counted pending until ``end`` when its model is
+        known."""
         known = self._cells.get((model, version))
         if known is None and len(self._cells) < MAX_SERIES:
             label = self._versions(model, version)
             if label is not None:
                 known = self._cells[(model, version)] = (self.statistics.pending_cell(model, label), label)
+        observation = InferObservation(model, version)
         if known is not None:
             self.statistics.pending(known[0], 1)
-        return _PendingObserving(self, InferObservation(model, version), known)
+            observation.pending = known
+        return observation
 
-
-class _PendingObserving:
-    """``MeteredTelemetry.observe``'s context: finishes the observation (as ``Telemetry.observe``'s does) and takes
-    the request off the pending count however the block ends, counting a failure by its reason."""
-
-    __slots__ = ("known", "observation", "telemetry")
-
-    def __init__(
-        self, telemetry: MeteredTelemetry, observation: InferObservation, known: tuple[int, str] | None
-    ) -> None:
-        self.telemetry, self.observation, self.known = telemetry, observation, known
-
-    def __enter__(self) -> InferObservation:
-        return self.observation
-
-    def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
-        known = self.known
+    def end(self, observation: InferObservation, error: BaseException | None) -> None:
+        """``Telemetry.end``, the request taken off the pending count and a failure counted by its reason."""
+        known = observation.pending
         if known is not None:
-            statistics = self.telemetry.statistics
+            observation.pending = None
+            statistics = self.statistics
             statistics.pending(known[0], -1)
             if error is not None:
                 reason = failure_reason(error)
                 if reason is not None:
-                    statistics.failed(self.observation.model, known[1], reason)
-        if error is None:  # what ``finish`` does, without its call, as ``Telemetry.observe``'s context
-            self.observation.status = 200
-            self.telemetry.record(self.observation)
+                    statistics.failed(observation.model, known[1], reason)
+        if error is None:  # what ``finish`` does, without its call, as ``Telemetry.end``
+            observation.status = 200
+            self.record(observation)
         else:
-            self.telemetry.finish(self.observation, error)
+            self.finish(observation, error)
 
 
 def version_resolver(backend_version: Callable[[str, str | None], str]) -> VersionOf:

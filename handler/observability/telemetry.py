@@ -44,6 +44,8 @@ class InferObservation:
     started: float = field(default_factory=time.perf_counter)
     request_body: bytes = b""
     response_body: bytes = b""
+    #: What the telemetry keeps of the request while it is in the server (``MeteredTelemetry``: its pending cell).
+    pending: Any = None
 
     @property
     def latency_ms(self) -> float:
@@ -61,6 +63,10 @@ class Telemetry:
         """A trace segment around one step (decode, run, encode)."""
         return _NO_SPAN
 
+    def traces(self) -> bool:
+        """Whether ``span`` may trace anything (False: its segments need not be entered at all)."""
+        return getattr(self.span, "__func__", None) is not Telemetry.span
+
     def record(self, observation: InferObservation) -> None:
         """Called once per infer request, success or failure."""
         if self.sampler is not None and observation.status == 200:
@@ -77,7 +83,20 @@ class Telemetry:
 
     def observe(self, model: str, version: str | None) -> AbstractContextManager[InferObservation]:
         """Observe one infer request: recorded when the block ends, with the status its outcome gives."""
-        return _Observing(self, InferObservation(model, version))
+        return _Observing(self, self.start(model, version))
+
+    def start(self, model: str, version: str | None) -> InferObservation:
+        """``observe`` without its context: the observation of one infer request, from now, which ``end`` records
+        (the inference service's ledger calls both, once each, on every request)."""
+        return InferObservation(model, version)
+
+    def end(self, observation: InferObservation, error: BaseException | None) -> None:
+        """Record an observation ``start`` gave, with the status its outcome (``error``: None for an answer) gives."""
+        if error is None:  # what ``finish`` does, without its call: this runs on every request
+            observation.status = 200
+            self.record(observation)
+        else:
+            self.finish(observation, error)
 
     def observe_many(self, model: str, version: str | None, requests: int) -> AbstractContextManager[InferObservation]:
         """Observe ``requests`` infer requests that run together and end alike (a batch chunk's merged rows), from
@@ -96,8 +115,7 @@ class Telemetry:
 
 
 class _Observing:
-    """``Telemetry.observe``'s context: finishes the observation however the block ends (a class, not a
-    generator-based context manager: this runs on every request)."""
+    """``Telemetry.observe``'s context: ``start`` as it is made, ``end`` however the block ends."""
 
     __slots__ = ("observation", "telemetry")
 
@@ -108,11 +126,7 @@ class _Observing:
         return self.observation
 
     def __exit__(self, exc_type: object, error: BaseException | None, traceback: object) -> None:
-        if error is None:  # what ``finish`` does, without its call: this runs on every request
-            self.observation.status = 200
-            self.telemetry.record(self.observation)
-        else:
-            self.telemetry.finish(self.observation, error)
+        self.telemetry.end(self.observation, error)
 
 
 class _ObservingMany:
@@ -156,6 +170,9 @@ class PowertoolsTelemetry(Telemetry):
         if self._tracer is None:
             return _NO_SPAN
         return self._tracer.provider.in_subsegment(f"## {name}")
+
+    def traces(self) -> bool:
+        return self._tracer is not None
 
     def initialised(self) -> None:
         """The init is over (the end of the handler module's import): its duration is the process's age now."""

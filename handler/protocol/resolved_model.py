@@ -9,7 +9,7 @@ by the first step that needs the backend, so a request gets the error it got bef
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from adapters.base import ModelBackend
 from adapters.errors import V2Error
@@ -22,9 +22,18 @@ _NONE: Mapping[str, str] = {}
 
 
 class ResolvedModel:
-    """A model name and version as one request asked for them, resolved (``DataPlane.resolve``)."""
+    """A model name and version as one request asked for them, resolved (``DataPlane.resolve``).
 
-    __slots__ = ("_backend", "_error", "_parameters", "_router", "name", "passes_through", "remote", "version")
+    Its fields are plain attributes, read on every request: ``backend`` and a local model's ``parameters`` are set
+    when the lookup found the model; when it did not, reading either raises the lookup's V2Error (``error``:
+    ModelNotFound, ModelNotReady) instead."""
+
+    __slots__ = ("backend", "error", "known", "name", "parameters", "passes_through", "remote", "version")
+
+    #: The backend that answers.
+    backend: ModelBackend
+    #: config.pbtxt's ``parameters`` of a local model version, as strings; empty for one served by Triton.
+    parameters: Mapping[str, str]
 
     def __init__(self, router: ModelRouter, name: str, version: str | None) -> None:
         self.name = name
@@ -33,34 +42,23 @@ class ResolvedModel:
         self.remote = router.route(name) is not None
         #: Its inference bodies may go to Triton as they are (``router.passes_through``).
         self.passes_through = self.remote and router.passthrough is not None
-        self._router = router
-        self._backend: ModelBackend | None = None
-        self._error: V2Error | None = None
-        self._parameters: Mapping[str, str] | None = _NONE if self.remote else None
+        if self.remote:
+            self.parameters = _NONE
+        #: The lookup's error; None when a backend answers.
+        self.error: V2Error | None = None
         try:
-            self._backend = router.backend(name, version)
+            self.backend = router.backend(name, version)
         except V2Error as exc:
-            self._error = exc
+            self.error = exc
+            #: Whether a backend answers for it (else ``backend`` raises).
+            self.known = False
+            return
+        self.known = True
+        if not self.remote:  # the version was resolved with the backend: its model's parameters are the version's
+            self.parameters = router.repository.entry(name).parameters
 
-    @property
-    def backend(self) -> ModelBackend:
-        """The backend that answers; the lookup's V2Error (ModelNotFound, ModelNotReady) when there is none."""
-        if self._backend is None:
-            assert self._error is not None
-            raise self._error
-        return self._backend
-
-    @property
-    def known(self) -> bool:
-        """Whether a backend answers for it (else ``backend`` raises)."""
-        return self._backend is not None
-
-    @property
-    def parameters(self) -> Mapping[str, str]:
-        """config.pbtxt's ``parameters`` of a local model version, as strings; empty for one served by Triton
-        (the lookup's V2Error for an unknown local model or version)."""
-        parameters = self._parameters
-        if parameters is None:
-            self.backend  # noqa: B018 - the lookup's error, if it had one
-            parameters = self._parameters = self._router.local_parameters(self.name, self.version)
-        return parameters
+    def __getattr__(self, attribute: str) -> NoReturn:
+        """``backend`` or ``parameters`` of a model the lookup did not find: the lookup's V2Error."""
+        if attribute in ("backend", "parameters") and self.error is not None:
+            raise self.error
+        raise AttributeError(f"'ResolvedModel' object has no attribute '{attribute}'")

@@ -19,6 +19,7 @@ answered).
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -177,20 +178,30 @@ class Statistics:
 
     def success(self, name: str, version: str, total_ns: int, execution: Execution | None, requests: int = 1) -> None:
         """One successful request (``requests`` alike: the same time and execution share each, counted as that many
-        in one update); a forwarded call (no ``execution``) counts as batch 1, all compute.
+        in one update); a forwarded call (no ``execution``) counts as batch 1, all compute. A request merged with
+        others by the dynamic batcher adds its own rows to the inference count and its phases to the version's
+        totals; the merged execution (and its batch size's row) is counted once."""
+        self.successes(name, version, total_ns, (execution,) * requests)
 
-        A request merged with others by the dynamic batcher adds its own rows to the inference count and its
-        phases to the version's totals; the merged execution (and its batch size's row) is counted once.
-        """
+    def successes(self, name: str, version: str, total_ns: int, executions: Sequence[Execution | None]) -> None:
+        """``success`` for each of ``executions`` (requests that reached the backend together, ``total_ns`` each); a
+        run of one execution share (``execution_shares``) in one update, as Triton counts a batch's requests."""
+        requests = len(executions)
+        if not requests:
+            return
+        execution = executions[0]
+        if requests > 1:
+            runs = [0, *(i for i in range(1, requests) if executions[i] is not executions[i - 1]), requests]
+            if len(runs) > 2:  # each run in an update of its own
+                for start, end in itertools.pairwise(runs):
+                    self.successes(name, version, total_ns, executions[start:end])
+                return
         if execution is None:
             execution = Execution(1, 0, total_ns, 0)
         now_ms = time.time_ns() // 1_000_000
         inferences = execution.batch_size if execution.inferences is None else execution.inferences
-        input_ns, infer_ns, output_ns = (
-            execution.compute_input_ns,
-            execution.compute_infer_ns,
-            execution.compute_output_ns,
-        )
+        input_ns, infer_ns = execution.compute_input_ns, execution.compute_infer_ns
+        output_ns = execution.compute_output_ns
         compute_ns = input_ns + infer_ns + output_ns
         queue_ns = max(total_ns - compute_ns, 0)
         total_one, queue_one = total_ns, queue_ns
@@ -198,10 +209,12 @@ class Statistics:
             inferences, total_ns, queue_ns = inferences * requests, total_ns * requests, queue_ns * requests
             input_ns, infer_ns, output_ns = input_ns * requests, infer_ns * requests, output_ns * requests
         table = self._table
-        # Written out cell by cell (columns are constants): this runs on every request.
-        with self._lock:
-            total = table.start((name, version, 0))
-            batch = table.start((name, version, execution.batch_size))
+        rows_of = table.rows
+        with self._lock:  # written out, rows found and cells added to, as this runs on every request
+            total = rows_of.get((name, version, 0))
+            total = table.start((name, version, 0)) if total is None else total * _WIDTH
+            batch = rows_of.get((name, version, execution.batch_size))
+            batch = table.start((name, version, execution.batch_size)) if batch is None else batch * _WIDTH
             cells = table.cells
             # Both rows odd while they are written (the seqlock's readers in other workers retry meanwhile).
             cells[total + _SEQUENCE] += 1
@@ -223,19 +236,6 @@ class Statistics:
                 cells[row + _OUTPUT] += output_ns
             cells[total + _SEQUENCE] += 1
             cells[batch + _SEQUENCE] += 1
-
-    def successes(self, name: str, version: str, total_ns: int, executions: Sequence[Execution | None]) -> None:
-        """``success`` for each of ``executions`` (requests that reached the backend together, ``total_ns`` each); a
-        run of one execution share (``execution_shares``) in one update, as Triton counts a batch's requests."""
-        count = len(executions)
-        start = 0
-        while start < count:
-            execution = executions[start]
-            end = start + 1
-            while end < count and executions[end] is execution:
-                end += 1
-            self.success(name, version, total_ns, execution, end - start)
-            start = end
 
     def failure(self, name: str, version: str, total_ns: int) -> None:
         """One request that reached the model's backend and failed."""

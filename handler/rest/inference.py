@@ -12,9 +12,8 @@ from starlette.responses import Response
 
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult
-from handler.codecs.request import decode_infer_request, decode_raw_request
+from handler.codecs.request import DECODER, decode_raw_request
 from handler.codecs.response import encode_infer_response
-from handler.config.settings import Settings
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
@@ -96,10 +95,29 @@ class InferExchange(Exchange[Response]):
         self.wire = self.body = b""
 
     async def receive(self, model: ResolvedModel, held: Held) -> int:
-        """The body as it came (``wire``) and decompressed (``body``); its size as it came."""
+        """The body as it came (``wire``) and decompressed (``body``); its size as it came.
+
+        The body is read within the body limit and the request budget, held of the bytes in flight before it is
+        read (by its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
+        Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its
+        size is what arrives."""
         headers, settings = self.headers, self.inference.settings
         check_media_type(headers.get("content-type"))
-        wire = self.wire = await _read(settings, headers, self.read_body, held)
+        limit, budget = settings.max_body_bytes, settings.max_request_bytes
+        declared = None if "transfer-encoding" in headers else headers.get("content-length")
+        if declared is not None and declared.isdigit():
+            size = int(declared)
+            if size <= limit:  # a larger one is the body limit's 413, below
+                if size > budget:
+                    raise over_request_budget("request body", size, budget, "; nothing was read")
+                held.take(size, "a request body")
+        else:
+            held.take(min(limit, budget), "a request body of unknown length")
+        wire = self.wire = await self.read_body(declared, limit)
+        if len(wire) != held.size:
+            held.settle(len(wire))
+        if len(wire) > budget:
+            raise over_request_budget("request body", len(wire), budget)
         body = self.body = decompress(wire, headers.get("content-encoding"), settings.max_body_bytes)
         if body is not wire:  # decompressed: its bytes are in memory beside the compressed ones
             held.count(len(body))
@@ -116,44 +134,24 @@ class InferExchange(Exchange[Response]):
 
     async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
         body = self.body
-        header_length = _parse_header_length(self.headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
+        value = self.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
+        # ASCII digits (the only decimal characters a latin-1 header holds) read at once: most requests have them
+        header_length = int(value) if value is not None and value.isdecimal() else _parse_header_length(value)
         if header_length == 0:
             return await _raw_call(service, model, body)
         counts = service.known_counts(model) or await service.counts(model)
         text = len(body) if header_length is None else header_length
         if text < DECODE_ON_LOOP_BYTES:
-            return decode_infer_request(body, header_length, service.max_tensor_bytes, counts)
+            return DECODER.decode(body, header_length, service.max_tensor_bytes, counts)
         # walking a large JSON text may take long: other requests go on meanwhile
         return await asyncio.get_running_loop().run_in_executor(
-            self.inference.decoder(), decode_infer_request, body, header_length, service.max_tensor_bytes, counts
+            self.inference.decoder(), DECODER.decode, body, header_length, service.max_tensor_bytes, counts
         )
 
     def encode(self, result: InferResult, call: InferCall) -> Encoded[Response]:
         content, json_length = encode_infer_response(result, call)
         response = infer_response(content, json_length, self.headers.get("accept-encoding"))
         return Encoded(response, len(response.body), self.body, content)
-
-
-async def _read(settings: Settings, headers: Mapping[str, str], read_body: BodyReader, held: Held) -> bytes:
-    """The body, within the body limit and the request budget, held of the bytes in flight before it is read (by
-    its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
-    Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its size
-    is what arrives."""
-    limit, budget = settings.max_body_bytes, settings.max_request_bytes
-    declared = None if "transfer-encoding" in headers else headers.get("content-length")
-    if declared is not None and declared.isdigit():
-        size = int(declared)
-        if size <= limit:  # a larger one is the body limit's 413, below
-            if size > budget:
-                raise over_request_budget("request body", size, budget, "; nothing was read")
-            held.take(size, "a request body")
-    else:
-        held.take(min(limit, budget), "a request body of unknown length")
-    body = await read_body(declared, limit)
-    held.settle(len(body))
-    if len(body) > budget:
-        raise over_request_budget("request body", len(body), budget)
-    return body
 
 
 async def _raw_call(service: InferenceService, model: ResolvedModel, body: bytes) -> InferCall:
