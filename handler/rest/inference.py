@@ -77,11 +77,12 @@ class Inference:
             self._decoding = ThreadPoolExecutor(1, thread_name_prefix="oip-decode")
         return self._decoding
 
-    async def __call__(
+    def __call__(
         self, model_name: str, model_version: str | None, headers: Mapping[str, str], read_body: BodyReader
-    ) -> Response:
-        """Answer one request; V2Error for the error handlers (``rest/errors.py``) to turn into ``{"error"}``."""
-        return await self.service.answer(model_name, model_version, InferExchange(self, headers, read_body))
+    ) -> Awaitable[Response]:
+        """Answer one request (the service's coroutine, awaited by the caller); V2Error for the error handlers
+        (``rest/errors.py``) to turn into ``{"error"}``."""
+        return self.service.answer(model_name, model_version, InferExchange(self, headers, read_body))
 
 
 class InferExchange(Exchange[Response]):
