@@ -70,7 +70,7 @@ class RequestDecoder:
     ) -> dict[str, Any]:
         """A JSON object (``what`` names it in errors), numeric ``data`` perhaps already converted; a text that
         names more inputs or outputs than ``counts`` allow may be refused before anything is converted."""
-        if self._simd_min_bytes is not None:
+        if self._simd_min_bytes is not None and len(text) >= self._simd_min_bytes:
             document = load_infer_json(text, self._simd_min_bytes, counts, what)
             if document is not None:
                 return document
@@ -110,7 +110,7 @@ class RequestDecoder:
                 call = self.plans.decode(header, binary, max_tensor_bytes, counts)
                 if call is not None:
                     return call
-        return self.decode_document(self.parse(header, counts), binary, max_tensor_bytes, counts)
+        return decode_document(self.parse(header, counts), binary, max_tensor_bytes, counts, self._read)
 
 
 #: The process's request decoder.
