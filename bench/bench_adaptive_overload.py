@@ -206,10 +206,11 @@ TRITON_CONFIGS = {
 }
 
 
-def triton_repository(root: Path, models: Path, queue: int) -> Path:
-    """The ONNX files of ``models`` as Python-backend models, one instance each; ``queue`` > 0: a dynamic batcher
-    with ``max_queue_size: queue``, else Triton's default scheduler (no queue bound)."""
-    for name, text in TRITON_CONFIGS.items():
+def triton_repository(root: Path, models: Path, queue: int, names: tuple[str, ...] = tuple(TRITON_CONFIGS)) -> Path:
+    """The ONNX files of ``models`` (``names`` among them) as Python-backend models, one instance each; ``queue`` >
+    0: a dynamic batcher with ``max_queue_size: queue``, else Triton's default scheduler (no queue bound)."""
+    for name in names:
+        text = TRITON_CONFIGS[name]
         version = root / name / "1"
         version.mkdir(parents=True)
         shutil.copy(models / name / "1" / "model.onnx", version / "model.onnx")

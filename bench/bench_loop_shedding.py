@@ -1,8 +1,10 @@
 """A fast model past its worker's capacity with no configuration: ``oip serve --workers 1`` and the demo ``iris``,
 open loop at 0.8x and at as much as the client offers toward 3x its capacity, with h2load (nghttp2's load
-generator, in C); ``--against CHECKOUT`` runs another checkout's server in the same run, one after the other.
+generator, in C); ``--against CHECKOUT`` runs another checkout's server in the same run, one after the other, and
+``--triton`` tritonserver 2.51 with its defaults and with ``max_queue_size`` (``--queue``), running the same .onnx
+file in a Python-backend model, one instance (bench/bench_adaptive_overload.py's repository).
 
-    python -m bench.bench_loop_shedding [--seconds 6] [--against /tmp/before] [--factors 0.8,3]
+    python -m bench.bench_loop_shedding [--seconds 6] [--against /tmp/before] [--triton] [--factors 0.8,3]
 
 Python clients offer at most about 1,000 requests a second here, half what one worker answers, so the load is
 h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection, the connections opened evenly
@@ -31,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.bench_adaptive_overload import triton, triton_repository
 from bench.bench_overload import _pct, rss_mb
 from bench.bench_throughput import free_ports
 from tests.support.metrics_scrape import scrape
@@ -42,7 +45,7 @@ PER_CONNECTION = 10
 
 
 @contextlib.contextmanager
-def served(checkout: Path) -> Iterator[tuple[str, int, int]]:
+def served(checkout: Path) -> Iterator[tuple[str, int | None, int]]:
     """``oip serve --workers 1`` of ``checkout`` on free ports, no admission setting: (base URL, metrics port, pid)."""
     port, grpc, metrics = free_ports(3)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OIP_")} | {"PYTHONPATH": str(checkout)}
@@ -123,7 +126,17 @@ class Probes:
         self.thread.join()
 
 
-def rejected(metrics_port: int) -> float:
+@contextlib.contextmanager
+def triton_served(work: Path, queue: int) -> Iterator[tuple[str, int | None, int]]:
+    """tritonserver 2.51 over the demo iris model (``queue`` > 0: ``max_queue_size``): (base URL, None, pid)."""
+    repository = triton_repository(work / f"triton-{queue}", ROOT / "models", queue, ("iris",))
+    with triton(repository, work) as (base, pid):
+        yield base, None, pid
+
+
+def rejected(metrics_port: int | None) -> float:
+    if metrics_port is None:
+        return float("nan")
     with contextlib.suppress(KeyError):
         return scrape(f"http://127.0.0.1:{metrics_port}/metrics").value(
             "nv_inference_request_failure", model="iris", version="1", reason="REJECTED"
@@ -131,13 +144,18 @@ def rejected(metrics_port: int) -> float:
     return 0.0
 
 
-def measure(name: str, checkout: Path, factors: list[float], seconds: float, work: Path) -> list[str]:
+def measure(
+    name: str, server: contextlib.AbstractContextManager[tuple[str, int | None, int]], factors: list[float],
+    seconds: float, work: Path, clients: int = 8,
+) -> list[str]:  # fmt: skip
+    """``server``'s rows; ``clients``: the connections that measure its capacity (a server with a queue bound gets
+    one more than the bound, so that none of them is refused)."""
     rows = []
-    with served(checkout) as (base, metrics_port, pid):
+    with server as (base, metrics_port, pid):
         h2load(base, 8, work / "warm.log", 2)
         h2load(base, 1, work / "alone.log", 2)
         unloaded = _pct(read_log(work / "alone.log", 0).get("200", []), 0.99)
-        capacity = h2load(base, 8, work / "capacity.log", 4)
+        capacity = h2load(base, clients, work / "capacity.log", 4)
         for factor in factors:
             rate = factor * capacity
             connections = max(100, round(rate / PER_CONNECTION / 100) * 100)
@@ -165,6 +183,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--against", type=Path, help="another checkout, measured in the same run")
+    parser.add_argument("--triton", action="store_true", help="also tritonserver 2.51, defaults and max_queue_size")
+    parser.add_argument("--queue", type=int, default=2, help="Triton's max_queue_size (default 2)")
     parser.add_argument("--factors", default="0.8,3")
     args = parser.parse_args()
     if shutil.which("h2load") is None:
@@ -176,10 +196,20 @@ def main() -> None:
         "| RSS MiB |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    with tempfile.TemporaryDirectory() as work:
-        rows = measure("this checkout", ROOT, factors, args.seconds, Path(work))
+    with tempfile.TemporaryDirectory() as directory:
+        work = Path(directory)
+        servers = [("oip serve, this checkout", served(ROOT), 8)]
         if args.against is not None:
-            rows += measure(str(args.against), args.against.resolve(), factors, args.seconds, Path(work))
+            servers.append((f"oip serve, {args.against}", served(args.against.resolve()), 8))
+        if args.triton:
+            servers.append(("tritonserver 2.51, defaults", triton_served(work, 0), 8))
+            queued = triton_served(work, args.queue)
+            servers.append((f"tritonserver 2.51, max_queue_size {args.queue}", queued, min(8, args.queue + 1)))
+        rows = [
+            row
+            for name, server, clients in servers
+            for row in measure(name, server, factors, args.seconds, work, clients)
+        ]
     print(f"load average after: {os.getloadavg()}")
     print("\n".join([*header, *rows]))
 
