@@ -6,7 +6,9 @@ others. The loop's own lag shows that queue: a timer due every ``PROBE_S`` runs 
 and a turn does a little of every request in it.
 
 - A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
-  the loop clears within the interval is no queue). Then the requests in the worker are capped a tenth below
+  the loop clears within the interval is no queue) while the process is busy: it used at least ``BUSY`` of the time
+  between two probes on the CPU. A loop late because the machine's other work starves the process is no queue of
+  its own, and refusing would not shorten it. Then the requests in the worker are capped a tenth below
   what it holds (at least ``FLOOR``).
 - While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
   by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable, Sized
 from typing import Final
 
@@ -46,6 +49,8 @@ DECREASE: Final = 0.9
 INCREASE: Final = 0.05
 #: How long the cap must refuse nothing before it goes.
 RELEASE_S: Final = 1.0
+#: The share of the time between two probes the process must spend on the CPU for a late probe to count.
+BUSY: Final = 0.5
 #: Time between two probes of the lag.
 PROBE_S: Final = 0.01
 #: The cap is never below this many requests in the worker.
@@ -70,12 +75,13 @@ class LoopShedding:
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
         self._counted = (0.0, 0)
+        self._cpu = 0.0
 
     def watch(self) -> None:
         """Probe the lag from now on while requests are in flight (called as each request arrives)."""
         if self._timer is None:
             now = self.loop.time()
-            self._counted = (now, self.answered)
+            self._counted, self._cpu = (now, self.answered), time.process_time()
             self._schedule(now)
 
     def refuses(self) -> bool:
@@ -99,9 +105,10 @@ class LoopShedding:
         drain = len(self.tasks) / self.rate if self.rate > 0 else 1.0
         return max(1, math.ceil(drain))
 
-    def judge(self, lag: float, now: float) -> None:
-        """Move the cap for a probe ``lag`` seconds late at ``now``."""
-        if lag <= TARGET_S:
+    def judge(self, lag: float, now: float, busy: float = 1.0) -> None:
+        """Move the cap for a probe ``lag`` seconds late at ``now``, ``busy`` the share of the time since the last
+        probe the process spent on the CPU."""
+        if lag <= TARGET_S or busy < BUSY:
             self._behind_since = None
         elif self._behind_since is None:
             self._behind_since = now
@@ -125,15 +132,16 @@ class LoopShedding:
         self._timer = self.loop.call_at(self._due, self._probe)
 
     def _probe(self) -> None:
-        now = self.loop.time()
+        now, cpu = self.loop.time(), time.process_time()
         inflight = len(self.tasks)
         try:
             since, answered = self._counted
+            busy = (cpu - self._cpu) / (now - since) if now > since else 1.0
             if inflight and now > since:
                 rate = (self.answered - answered) / (now - since)
                 self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
-            self._counted = (now, self.answered)
-            self.judge(now - self._due, now)
+            self._counted, self._cpu = (now, self.answered), cpu
+            self.judge(now - self._due, now, busy)
         finally:  # the probe goes on whatever a judgement raised
             if inflight or self.cap != math.inf:
                 self._schedule(now)

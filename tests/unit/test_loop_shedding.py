@@ -1,5 +1,5 @@
 """The event loop's shedding (handler/inference/loop_shedding.py): its rules driven by the lags a test gives, and
-its probe on a real event loop that the test blocks itself."""
+its probe on a real event loop that the test holds itself, on the CPU."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from adapters.errors import ErrorCode
 from handler.inference.loop_shedding import (
+    BUSY,
     DECREASE,
     FLOOR,
     INCREASE,
@@ -68,6 +69,20 @@ def test_a_standing_queue_caps_the_requests_a_tenth_below_what_the_loop_holds(
     assert shedding.refuses() and shedding.refused == 1
     tasks.difference_update(range(20))
     assert not shedding.refuses() and shedding.refused == 1
+
+
+def test_a_loop_late_while_the_process_is_off_the_cpu_sets_no_cap(loop: asyncio.AbstractEventLoop) -> None:
+    """Late because the machine's other work starves the process (it spent little of the time on the CPU): no queue
+    of the loop's own, and refusing would not shorten it."""
+    shedding = LoopShedding(loop, set(range(100)))
+    now = 100.0
+    for _ in range(50):
+        shedding.judge(LATE, now, busy=BUSY / 2)
+        now += PROBE_S
+    assert shedding.cap == math.inf
+    shedding.judge(LATE, now, busy=BUSY)
+    shedding.judge(LATE, now + INTERVAL_S + PROBE_S, busy=BUSY)
+    assert shedding.cap != math.inf
 
 
 def test_the_cap_shrinks_while_the_queue_stands_and_never_below_the_floor(loop: asyncio.AbstractEventLoop) -> None:
@@ -133,7 +148,9 @@ def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyn
     capped = loop.create_future()
 
     def hold() -> None:
-        time.sleep(2 * TARGET_S)  # one long turn of the loop
+        end = time.perf_counter() + 2 * TARGET_S
+        while time.perf_counter() < end:  # one long turn of the loop, on the CPU as a request's work is
+            pass
         if shedding.cap != math.inf:
             capped.set_result(shedding.cap)
         else:
@@ -162,7 +179,7 @@ def test_the_probe_goes_on_after_a_judgement_that_raised(loop: asyncio.AbstractE
     class Failing(LoopShedding):
         calls = 0
 
-        def judge(self, lag: float, now: float) -> None:
+        def judge(self, lag: float, now: float, busy: float = 1.0) -> None:
             self.calls += 1
             if self.calls == 1:
                 raise RuntimeError("a judgement that failed")
