@@ -249,6 +249,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         worker's inference service records its own refusals; the connection stays open when the request keeps it
         alive."""
         self._shed = False
+        if self._link is None or self._link.is_closing():
+            return
         error = self._sweeper.shedding.refusal()
         target = INFER_TARGET.fullmatch(self.url)
         record = self.app_state.get(RECORD)
@@ -257,7 +259,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             record(name or "", version, error)
         keep = self.parser.should_keep_alive()
         headers = f"retry-after: {error.retry_after}\r\n" + ("" if keep else "connection: close\r\n")
-        self._link.write(_answer(503, "Service Unavailable", error.message, headers))  # type: ignore[union-attr]
+        self._link.write(_answer(503, "Service Unavailable", error.message, headers))
         if not keep:
             self._refuse(0, "", "")
             return
