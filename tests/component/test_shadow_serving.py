@@ -6,6 +6,7 @@ inputs; a shadow that fails leaves every default answer 200 and counts its failu
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from handler.observability.shadow_metrics import DIFFERENCE_BOUNDS
 from tests.support import shadow_models
 from tests.support.metrics_scrape import Scrape, scrape
 from tests.support.procfs import children
-from tests.support.servers import OipServer, live, oip_serve, ready
+from tests.support.servers import OipServer, live, oip_serve, ready, wait_for
 from tests.support.shadow_models import body, by_hand, classifier_repository, request_arrays, rows
 
 #: Requests per test: fewer than the shadow's queue holds, so no copy is dropped however slowly the shadow runs.
@@ -157,13 +158,20 @@ def test_a_shadow_that_never_ends_is_stopped_at_its_timeout_and_every_default_an
     assert metrics.value("oip_shadow_compared_total", **LABELS) == 0
 
 
-def statistics_directory(worker: int) -> Path:
-    """The ``oip-stats-*`` directory a worker shares its statistics through (the table it maps, in /proc)."""
-    for line in Path(f"/proc/{worker}/maps").read_text().splitlines():
-        path = line.split(maxsplit=5)[-1]
-        if "/oip-stats-" in path:
-            return Path(path).parent
-    raise AssertionError(f"worker {worker} maps no statistics table")
+def statistics_directory(supervisor: int) -> Path:
+    """The ``oip-stats-*`` directory the workers share their statistics through: the table one of ``supervisor``'s
+    children maps, in /proc (the metrics exporter, also a child, maps none), once one does."""
+
+    def mapped() -> Path | None:
+        for child in children(supervisor):
+            with contextlib.suppress(OSError):  # a child that has just ended
+                for line in Path(f"/proc/{child}/maps").read_text().splitlines():
+                    path = line.split(maxsplit=5)[-1]
+                    if "/oip-stats-" in path:
+                        return Path(path).parent
+        return None
+
+    return wait_for(mapped, "no worker of the server maps a statistics table")
 
 
 def test_two_workers_shadow_metrics_are_summed(tmp_path: Path) -> None:
@@ -172,7 +180,7 @@ def test_two_workers_shadow_metrics_are_summed(tmp_path: Path) -> None:
     request = body(rows(1)[0:1])
     with oip_serve(env={"MODEL_REPOSITORY": str(tmp_path / "models")}, workers=2, metrics=True) as server:
         url = f"http://127.0.0.1:{server.metrics_port}/metrics"
-        stats_dir = statistics_directory(children(server.pid)[0])
+        stats_dir = statistics_directory(server.pid)
         sent, deadline = 0, time.monotonic() + 120
         while len(list(stats_dir.glob("shadow-*.json"))) < 2:  # a fresh connection each, until both workers shadowed
             assert time.monotonic() < deadline, "one worker answered every request"
