@@ -87,14 +87,6 @@ class ByteBudget:
         """An empty hold on the budget, which ``Held.take`` fills and leaving its ``with`` block gives back."""
         return Held(self)
 
-    def take(self, size: int, what: str, refuse: bool) -> None:
-        """Count ``size`` more bytes in flight; with ``refuse``, BytesInFlight instead when others already hold
-        bytes and ``size`` would take the count over the limit."""
-        with self.lock:
-            if refuse and self.inflight and self.inflight + size > self.limit:
-                self.refuse(size, what)
-            self.inflight += size
-
     def refuse(self, size: int, what: str) -> None:
         """Count a refusal and raise its BytesInFlight (called with ``lock`` held)."""
         self.refused += 1
@@ -103,11 +95,6 @@ class ByteBudget:
             f"the {self.limit} bytes this server allows (OIP_MAX_INFLIGHT_BYTES); retry shortly",
             retry_after=RETRY_AFTER_S,
         )
-
-    def give_back(self, size: int) -> None:
-        """Count ``size`` bytes fewer in flight."""
-        with self.lock:
-            self.inflight -= size
 
 
 class Held:

@@ -62,8 +62,5 @@ class Ledger(Held):
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if self.size:
-            budget = self.budget
-            with budget.lock:
-                budget.inflight -= self.size
-            self.size = 0
+            self.release()
         self.telemetry.end(self.observation, error)
