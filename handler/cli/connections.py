@@ -43,7 +43,7 @@ from urllib.parse import unquote
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from handler.config.settings import Settings, inherited_settings
-from handler.inference.loop_shedding import RECORD, LoopShedding
+from handler.inference.loop_shedding import RECORD, LoopShedding, Record
 
 #: A connection's phases: waiting for a request's head (or its first byte), reading its body, the request read
 #: (with the app), answered and waiting for the next request.
@@ -140,7 +140,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._link: asyncio.Transport | None = None
         self._sweeper: _Sweeper = None  # type: ignore[assignment]  # set with the transport
         self._refused = False
-        self._shed = False  # the current request is refused by the loop's shedding (its body is skipped)
+        #: The current request's target when the loop's shedding refuses it (its body is skipped); else None.
+        self._shed: re.Match[bytes] | None = None
         self._begun = 0  # requests begun on this connection
         self._feeding = 0  # bytes of the chunk being parsed
         self._head_most = 0  # bytes of the chunks that brought the current head: at least its size
@@ -206,9 +207,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.deadline = self._sweeper.now + self._body_timeout
         shedding = self._sweeper.shedding
         shedding.watch()
-        if shedding.cap != math.inf and not self._answering and INFER_TARGET.fullmatch(self.url) and shedding.refuses():
-            self._shed = True  # answered 503 once its body is read: on_message_complete
-            return
+        if shedding.cap != math.inf and not self._answering:
+            target = INFER_TARGET.fullmatch(self.url)
+            if target is not None and shedding.refuses():
+                self._shed = target  # answered 503 once its body is read: on_message_complete
+                return
         self._answering += 1
         super().on_headers_complete()
         names = {name for name, _ in self.headers}
@@ -216,14 +219,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False  # framed by its chunks; closed after its answer (the module's docstring)
 
     def on_body(self, body: bytes) -> None:
-        if not self._shed:
+        if self._shed is None:
             super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._refused:
             return
-        if self._shed:
-            self._shed_answer()
+        if self._shed is not None:
+            self._shed_answer(self._shed)
             return
         self._phase = _READ
         self.deadline = math.inf
@@ -244,17 +247,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # the loop's shedding
 
-    def _shed_answer(self) -> None:
+    def _shed_answer(self, target: re.Match[bytes]) -> None:
         """503 with Retry-After for the inference request just read, which no task was made for, recorded as the
         worker's inference service records its own refusals; the connection stays open when the request keeps it
         alive."""
-        self._shed = False
+        self._shed = None
         if self._link is None or self._link.is_closing():
             return
         error = self._sweeper.shedding.refusal()
-        target = INFER_TARGET.fullmatch(self.url)
-        record = self.app_state.get(RECORD)
-        if target is not None and record is not None:
+        record: Record | None = self.app_state.get(RECORD)
+        if record is not None:
             name, version = (unquote(part.decode("latin-1")) if part else None for part in target.groups())
             record(name or "", version, error)
         keep = self.parser.should_keep_alive()
