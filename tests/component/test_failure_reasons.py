@@ -5,7 +5,8 @@ bad request, and ``/metrics`` counts each by Triton's reason per model and versi
 requests are in the server and back to 0 after.
 
 Requests are ordered by what the server reports (``nv_inference_pending_request_count``), never by sleeping; the
-gates' queueing target is 1 ms, so a request with two ahead of it is refused whatever the machine's speed.
+gates' queueing target is 1 ms, and a saturated model is found by sending one request after another until the gate
+refuses, whatever the machine's speed and the run time the gate measured.
 """
 
 from __future__ import annotations
@@ -56,16 +57,26 @@ def _failures(server: OipServer, model: str) -> dict[str, float]:
     }
 
 
-def _until_pending(server: OipServer, model: str, count: int) -> None:
-    """Return once the server reports ``count`` requests to ``model`` in progress (fail after a minute)."""
+def _pending(server: OipServer, model: str) -> float:
+    """The requests to ``model`` the server counts in progress (0 before the model's first request)."""
+    try:
+        return _metrics(server).value(PENDING, model=model, version="1")
+    except KeyError:  # no series before the model's first request
+        return 0
+
+
+def _until(condition: Callable[[], bool], failure: str) -> None:
+    """Return once ``condition`` holds (fail after a minute)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        try:
-            if _metrics(server).value(PENDING, model=model, version="1") == count:
-                return
-        except KeyError:  # no series before the model's first request
-            pass
-    pytest.fail(f"the server never reported {count} requests to {model} in progress")
+        if condition():
+            return
+    pytest.fail(failure)
+
+
+def _until_pending(server: OipServer, model: str, count: int) -> None:
+    """Return once the server reports ``count`` requests to ``model`` in progress (fail after a minute)."""
+    _until(lambda: _pending(server, model) == count, f"the server never reported {count} requests to {model}")
 
 
 def _post(server: OipServer, model: str, body: dict[str, Any]) -> httpx.Response:
@@ -101,14 +112,33 @@ def test_a_second_request_while_the_first_forms_its_batch_is_refused_and_counted
     assert _metrics(server).value(PENDING, model="formed", version="1") == 0
 
 
+def _saturate(
+    server: OipServer, pool: ThreadPoolExecutor, model: str
+) -> tuple[list[Future[httpx.Response]], httpx.Response]:
+    """Send ``model`` one request after another, each once the server counts the last in progress, until one is
+    refused; the admitted ones (still running) and the refusal. Ordered by the pending gauge, so it holds whatever
+    the model's run time and however the gate measured it."""
+    admitted: list[Future[httpx.Response]] = []
+    for _ in range(6):
+        sent = _in_background(pool, lambda: _post(server, model, _x()))
+
+        def counted(sent: Future[httpx.Response] = sent) -> bool:
+            running = sum(not future.done() for future in admitted)
+            return sent.done() or _pending(server, model) == running + 1
+
+        _until(counted, f"the server never counted a request to {model} in progress")
+        if sent.done() and sent.result().status_code == 503:
+            return admitted, sent.result()
+        admitted.append(sent)
+    pytest.fail(f"{model} admitted six requests at once with a 1 ms queueing target")
+
+
 def test_a_saturated_model_refuses_at_once_with_a_measured_retry_after_and_the_refusals_are_counted(server):
     assert _post(server, "gated", _x()).status_code == 200  # its run time measured
     before = _failures(server, "gated")
-    with ThreadPoolExecutor(2) as pool:
-        running = [_in_background(pool, lambda: _post(server, "gated", _x())) for _ in range(2)]
-        _until_pending(server, "gated", 2)  # one running, one a run behind it
-        refused = _post(server, "gated", _x())
-        assert refused.status_code == 503, refused.text
+    with ThreadPoolExecutor(6) as pool:
+        running, refused = _saturate(server, pool, "gated")
+        assert running, "the gate refused a request to an idle model"
         assert "OIP_ADMISSION_TARGET_MS" in refused.json()["error"] and int(refused.headers["retry-after"]) >= 1
         assert server.grpc is not None
         client = triton_grpc.InferenceServerClient(server.grpc)
@@ -122,7 +152,7 @@ def test_a_saturated_model_refuses_at_once_with_a_measured_retry_after_and_the_r
         fast = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [2], "data": [1.0, 2.0]}]}
         assert [_post(server, "fast", fast).status_code for _ in range(20)] == [200] * 20
         assert httpx.get(f"{server.url}/v2/health/ready", timeout=10).status_code == 200
-        assert [future.result().status_code for future in running] == [200, 200]
+        assert [future.result().status_code for future in running] == [200] * len(running)
     assert _added(before, _failures(server, "gated")) == {"REJECTED": 1, "CANCELED": 1, "BACKEND": 0, "OTHER": 0}
     assert _metrics(server).value(PENDING, model="gated", version="1") == 0
 
