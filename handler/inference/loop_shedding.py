@@ -8,8 +8,10 @@ and a turn does a little of every request in it.
 - A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
   the loop clears within the interval is no queue) while the process is busy: it used at least ``BUSY`` of the time
   between two probes on the CPU. A loop late because the machine's other work starves the process is no queue of
-  its own, and refusing would not shorten it. Then the requests in the worker are capped a tenth below
-  what it holds (at least ``FLOOR``).
+  its own, and refusing would not shorten it. Then the requests in the worker are capped at what the loop answers
+  within the target at its measured rate (Little's law: ``rate * TARGET_S``), or a tenth below what it holds when
+  that is fewer (at least ``FLOOR``): a sudden load that filled the loop with hundreds of requests is cut to what it
+  answers in time at once, not a tenth a probe while each probe waits a long turn.
 - While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
   by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
   for ``RELEASE_S``, there is no cap.
@@ -116,7 +118,9 @@ class LoopShedding:
         refused, self._refused_before = self.refused != self._refused_before, self.refused
         if self.cap == math.inf:
             if standing:
-                self.cap, self._unused_since = max(FLOOR, len(self.tasks) * DECREASE), now
+                held = len(self.tasks) * DECREASE
+                in_time = self.rate * TARGET_S if self.rate else held
+                self.cap, self._unused_since = max(FLOOR, min(held, in_time)), now
             return
         if standing:
             self.cap = max(FLOOR, self.cap * DECREASE)

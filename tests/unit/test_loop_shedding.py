@@ -71,6 +71,22 @@ def test_a_standing_queue_caps_the_requests_a_tenth_below_what_the_loop_holds(
     assert not shedding.refuses() and shedding.refused == 1
 
 
+def test_a_standing_queue_over_what_the_loop_answers_in_time_is_capped_at_that_at_once(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """Little's law: at 2,500 answers a second the loop answers ``2,500 * TARGET_S`` requests within the target;
+    600 held are cut to that on the first standing probe, not a tenth at a time."""
+    tasks = set(range(600))
+    shedding = LoopShedding(loop, tasks)
+    shedding.rate = 2500.0
+    _standing(shedding)
+    assert shedding.cap == pytest.approx(max(FLOOR, 2500 * TARGET_S))
+    other = LoopShedding(loop, tasks)
+    other.rate = 1.0  # a rate that would set the cap below the floor
+    _standing(other)
+    assert other.cap == FLOOR
+
+
 def test_a_loop_late_while_the_process_is_off_the_cpu_sets_no_cap(loop: asyncio.AbstractEventLoop) -> None:
     """Late because the machine's other work starves the process (it spent little of the time on the CPU): no queue
     of the loop's own, and refusing would not shorten it."""
