@@ -8,10 +8,11 @@ and a turn does a little of every request in it.
 - A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
   the loop clears within the interval is no queue) while the process is busy: it used at least ``BUSY`` of the time
   between two probes on the CPU. A loop late because the machine's other work starves the process is no queue of
-  its own, and refusing would not shorten it. Then the requests in the worker are capped at what the loop answers
-  within the target at its measured rate (Little's law: ``rate * TARGET_S``), or a tenth below what it holds when
-  that is fewer (at least ``FLOOR``): a sudden load that filled the loop with hundreds of requests is cut to what it
-  answers in time at once, not a tenth a probe while each probe waits a long turn.
+  its own, and refusing would not shorten it. Then the requests in the worker are capped a tenth below what it
+  holds (at least ``FLOOR``); when it holds more than it answers in an interval at its measured rate, at what it
+  answers within the target (Little's law: ``rate * TARGET_S``): a sudden load that filled the loop with hundreds of
+  requests is cut to that at once, not a tenth a probe while each probe waits a long turn, and a queue that just
+  stands is trimmed gently.
 - While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
   by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
   for ``RELEASE_S``, there is no cap.
@@ -119,8 +120,9 @@ class LoopShedding:
         if self.cap == math.inf:
             if standing:
                 held = len(self.tasks) * DECREASE
-                in_time = self.rate * TARGET_S if self.rate else held
-                self.cap, self._unused_since = max(FLOOR, min(held, in_time)), now
+                if self.rate and len(self.tasks) > self.rate * INTERVAL_S:  # more than an interval's answers
+                    held = min(held, self.rate * TARGET_S)
+                self.cap, self._unused_since = max(FLOOR, held), now
             return
         if standing:
             self.cap = max(FLOOR, self.cap * DECREASE)

@@ -87,6 +87,17 @@ def test_a_standing_queue_over_what_the_loop_answers_in_time_is_capped_at_that_a
     assert other.cap == FLOOR
 
 
+def test_a_standing_queue_within_an_intervals_answers_is_capped_a_tenth_below_what_the_loop_holds(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """200 held at 2,500 answers a second are fewer than the loop answers in an interval (250): a tenth off."""
+    tasks = set(range(200))
+    shedding = LoopShedding(loop, tasks)
+    shedding.rate = 2500.0
+    _standing(shedding)
+    assert shedding.cap == pytest.approx(200 * DECREASE)
+
+
 def test_a_loop_late_while_the_process_is_off_the_cpu_sets_no_cap(loop: asyncio.AbstractEventLoop) -> None:
     """Late because the machine's other work starves the process (it spent little of the time on the CPU): no queue
     of the loop's own, and refusing would not shorten it."""
