@@ -11,7 +11,6 @@ refuses, whatever the machine's speed and the run time the gate measured.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -25,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.support import onnx_models, overload_models
 from tests.support.metrics_scrape import Scrape, scrape
-from tests.support.servers import OipServer, oip_serve
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 FAILURE = "nv_inference_request_failure"
 PENDING = "nv_inference_pending_request_count"
@@ -65,18 +64,9 @@ def _pending(server: OipServer, model: str) -> float:
         return 0
 
 
-def _until(condition: Callable[[], bool], failure: str) -> None:
-    """Return once ``condition`` holds (fail after a minute)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if condition():
-            return
-    pytest.fail(failure)
-
-
 def _until_pending(server: OipServer, model: str, count: int) -> None:
     """Return once the server reports ``count`` requests to ``model`` in progress (fail after a minute)."""
-    _until(lambda: _pending(server, model) == count, f"the server never reported {count} requests to {model}")
+    wait_for(lambda: _pending(server, model) == count, f"the server reported {count} requests to {model}", 60)
 
 
 def _post(server: OipServer, model: str, body: dict[str, Any]) -> httpx.Response:
@@ -126,7 +116,7 @@ def _saturate(
             running = sum(not future.done() for future in admitted)
             return sent.done() or _pending(server, model) == running + 1
 
-        _until(counted, f"the server never counted a request to {model} in progress")
+        wait_for(counted, f"the server counted a request to {model} in progress", 60)
         if sent.done() and sent.result().status_code == 503:
             return admitted, sent.result()
         admitted.append(sent)
