@@ -119,10 +119,10 @@ class LoopShedding:
         refused, self._refused_before = self.refused != self._refused_before, self.refused
         if self.cap == math.inf:
             if standing:
-                held = len(self.tasks) * DECREASE
+                first = len(self.tasks) * DECREASE
                 if self.rate and len(self.tasks) > self.rate * INTERVAL_S:  # more than an interval's answers
-                    held = min(held, self.rate * TARGET_S)
-                self.cap, self._unused_since = max(FLOOR, held), now
+                    first = min(first, self.rate * TARGET_S)
+                self.cap, self._unused_since = max(FLOOR, first), now
             return
         if standing:
             self.cap = max(FLOOR, self.cap * DECREASE)
