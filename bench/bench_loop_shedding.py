@@ -11,7 +11,8 @@ h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connect
 over one period so that their requests do not come in step (h2load's ``-r``/``--rate-period``); a request is timed
 from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
 loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
-the first second, which opens the connections), a health and a metadata probe every 50 ms throughout (their p99),
+the first second, which opens the connections), a health and a metadata probe on a kept-alive connection and a
+health probe on a new connection every 50 ms throughout (their p99),
 ``nv_inference_request_failure{reason="REJECTED"}`` counted during it, and the server's resident memory (every
 process) before and after. The load average is printed before and after; the client shares the two cores.
 """
@@ -101,10 +102,11 @@ def read_log(log: Path, skip_s: float = 1.0) -> dict[str, list[float]]:
 
 
 class Probes:
-    """GET health and the model's metadata every 50 ms until stopped: their latencies, ms."""
+    """GET health and the model's metadata on one kept-alive connection, and health on a new connection each time
+    (as a load balancer's health check may open), every 50 ms until stopped: their latencies, ms."""
 
     def __init__(self, base: str) -> None:
-        self.base, self.seen = base, {"health": [], "metadata": []}
+        self.base, self.seen = base, {"health": [], "metadata": [], "new": []}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run)
 
@@ -115,6 +117,9 @@ class Probes:
                     started = time.perf_counter()
                     client.get(self.base + path)
                     self.seen[name].append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                httpx.get(self.base + "/v2/health/ready", timeout=60)
+                self.seen["new"].append((time.perf_counter() - started) * 1000)
                 self.stop.wait(0.05)
 
     def __enter__(self) -> Probes:
@@ -173,6 +178,7 @@ def measure(
                 f"| {_pct(ok, 0.5):.1f} / {_pct(ok, 0.99):.1f} (bound {bound:.0f}) "
                 f"| {_pct(refused, 0.5):.1f} / {_pct(refused, 0.99):.1f} "
                 f"| {_pct(probes.seen['health'], 0.99):.1f} / {_pct(probes.seen['metadata'], 0.99):.1f} "
+                f"/ {_pct(probes.seen['new'], 0.99):.1f} "
                 f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} |"
             )
             print(rows[-1], flush=True)
@@ -192,7 +198,8 @@ def main() -> None:
     factors = [float(factor) for factor in args.factors.split(",")]
     print(f"load average before: {os.getloadavg()}")
     header = [
-        "| server | load | statuses | 200 p50 / p99 ms | 503 p50 / p99 ms | health / metadata p99 ms | REJECTED "
+        "| server | load | statuses | 200 p50 / p99 ms | 503 p50 / p99 ms "
+        "| health / metadata / health on a new connection p99 ms | REJECTED "
         "| RSS MiB |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]

@@ -43,6 +43,7 @@ from urllib.parse import unquote
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from handler.config.settings import Settings, inherited_settings
+from handler.inference.admission import Overloaded
 from handler.inference.loop_shedding import RECORD, LoopShedding, Record
 
 #: A connection's phases: waiting for a request's head (or its first byte), reading its body, the request read
@@ -95,6 +96,14 @@ def _answer(status: int, reason: str, message: str, headers: str = "connection: 
     return (head + headers + "\r\n").encode() + body
 
 
+@functools.lru_cache(maxsize=128)
+def _shed_bytes(error: Overloaded, keep: bool) -> bytes:
+    """The 503 a request refused by the loop's shedding gets, with ``Retry-After``: written once per error (one per
+    ``Retry-After`` value) and connection header."""
+    headers = f"retry-after: {error.retry_after}\r\n" + ("" if keep else "connection: close\r\n")
+    return _answer(503, "Service Unavailable", error.message, headers)
+
+
 class _Sweeper:
     """The deadlines of one event loop's guarded connections, checked by one timer. ``now`` is the loop's time at
     the last check (or when a connection came while none were open): the clock connections read, which costs
@@ -106,12 +115,33 @@ class _Sweeper:
         self.now = loop.time()
         self.connections: set[GuardedHttpToolsProtocol] = set()
         self.timer: asyncio.TimerHandle | None = None
+        #: Requests the shedding refused this turn, by their target's model and version (as sent), recorded together
+        #: at the end of the turn, with the last error.
+        self.refusals: dict[tuple[bytes | None, bytes | None], int] = {}
+        self.refusal: Overloaded | None = None
 
     def add(self, connection: GuardedHttpToolsProtocol) -> None:
         self.connections.add(connection)
         if self.timer is None:
             self.now = self.loop.time()
             self.timer = self.loop.call_later(self.interval, self.sweep)
+
+    def refused(self, record: Record, target: re.Match[bytes], error: Overloaded) -> None:
+        """Count a refused request, recorded by ``record`` with this turn's others (``record_refusals``)."""
+        key = target.group(1, 2)
+        refusals = self.refusals
+        if not refusals:
+            self.loop.call_soon(self.record_refusals, record)
+        refusals[key] = refusals.get(key, 0) + 1
+        self.refusal = error
+
+    def record_refusals(self, record: Record) -> None:
+        refusals, error = self.refusals, self.refusal
+        self.refusals = {}
+        assert error is not None
+        for (name, version), requests in refusals.items():
+            record(unquote(name.decode("latin-1")) if name else "",
+                   unquote(version.decode("latin-1")) if version else None, error, requests)  # fmt: skip
 
     def sweep(self) -> None:
         self.now = now = self.loop.time()
@@ -248,20 +278,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # the loop's shedding
 
     def _shed_answer(self, target: re.Match[bytes]) -> None:
-        """503 with Retry-After for the inference request just read, which no task was made for, recorded as the
-        worker's inference service records its own refusals; the connection stays open when the request keeps it
-        alive."""
+        """503 with Retry-After for the inference request just read, which no task was made for, recorded at the end
+        of the turn (with the turn's other refusals) as the worker's inference service records its own refusals; the
+        connection stays open when the request keeps it alive."""
         self._shed = None
         if self._link is None or self._link.is_closing():
             return
-        error = self._sweeper.shedding.refusal()
+        sweeper = self._sweeper
+        error = sweeper.shedding.refusal()
         record: Record | None = self.app_state.get(RECORD)
         if record is not None:
-            name, version = (unquote(part.decode("latin-1")) if part else None for part in target.groups())
-            record(name or "", version, error)
+            sweeper.refused(record, target, error)
         keep = self.parser.should_keep_alive()
-        headers = f"retry-after: {error.retry_after}\r\n" + ("" if keep else "connection: close\r\n")
-        self._link.write(_answer(503, "Service Unavailable", error.message, headers))
+        self._link.write(_shed_bytes(error, keep))
         if not keep:
             self._refuse(0, "", "")
             return

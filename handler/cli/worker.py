@@ -33,6 +33,7 @@ from typing import Final
 
 import uvicorn
 
+from handler.cli.acceptor import Acceptor
 from handler.cli.metrics_endpoint import MetricsEndpoint
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
@@ -66,6 +67,21 @@ class WorkerServer(uvicorn.Server):
         self.replacement_asked = False
         self.draining = False
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup (the lifespan, then the listeners), with an ``Acceptor`` on each socket in place of the
+        loop's own server, which under uvloop takes one connection per turn of the loop (handler/cli/acceptor.py)."""
+        await super().startup(sockets=[] if sockets is not None else None)
+        if sockets is None or self.should_exit:
+            return
+        config, state, app_state = self.config, self.server_state, self.lifespan.state
+        protocol_class = config.http_protocol_class
+
+        def create_protocol() -> asyncio.Protocol:
+            return protocol_class(config=config, server_state=state, app_state=app_state)  # type: ignore[call-arg]
+
+        loop = asyncio.get_running_loop()
+        self.servers = [Acceptor(loop, sock, create_protocol, config.backlog) for sock in sockets]  # type: ignore[misc]
 
     async def on_tick(self, counter: int) -> bool:
         should_exit = await super().on_tick(counter)

@@ -29,6 +29,7 @@ leaves a fast one's requests alone; its own gate refuses its requests.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Callable, Sized
@@ -39,8 +40,9 @@ from handler.inference.admission import Overloaded
 #: The key of the lifespan state (the ASGI lifespan's ``state``, which uvicorn hands every connection) under which
 #: a worker puts its ``Record``: handler/server.py.
 RECORD: Final = "oip.loop_shedding.record"
-#: ``record(model, version, error)``: counts a refused request as the process's ``InferenceService.refused`` does.
-Record = Callable[[str, "str | None", Overloaded], None]
+#: ``record(model, version, error, requests)``: counts refused requests as the process's ``InferenceService.refused``
+#: does.
+Record = Callable[[str, "str | None", Overloaded, int], None]
 
 #: The loop's lag above which its requests queue (seconds).
 TARGET_S: Final = 0.02
@@ -58,6 +60,17 @@ BUSY: Final = 0.5
 PROBE_S: Final = 0.01
 #: The cap is never below this many requests in the worker.
 FLOOR: Final = 32
+
+
+@functools.lru_cache(maxsize=64)
+def refusal(retry: int) -> Overloaded:
+    """The error a request refused by the loop's shedding is answered with, ``retry`` its ``Retry-After``: made once
+    per value (it is never raised, only written)."""
+    return Overloaded(
+        f"the server is behind: its event loop has run over {TARGET_S * 1000:.0f} ms late for "
+        f"{INTERVAL_S * 1000:.0f} ms, and it holds as many requests as it answers in time; retry after {retry} s",
+        retry_after=retry,
+    )
 
 
 class LoopShedding:
@@ -96,12 +109,7 @@ class LoopShedding:
 
     def refusal(self) -> Overloaded:
         """The error a refused request is answered with."""
-        retry = self.retry_after()
-        return Overloaded(
-            f"the server is behind: its event loop has run over {TARGET_S * 1000:.0f} ms late for "
-            f"{INTERVAL_S * 1000:.0f} ms, and it holds as many requests as it answers in time; retry after {retry} s",
-            retry_after=retry,
-        )
+        return refusal(self.retry_after())
 
     def retry_after(self) -> int:
         """Seconds until the loop has answered what it holds, from its rate: at least one, rounded up."""

@@ -27,7 +27,6 @@ Transports never reach the model router: what they need besides inference is the
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -164,11 +163,10 @@ class InferenceService:
             observation.request_body, observation.response_body = encoded.request_body, encoded.response_body
             return encoded.answer
 
-    def refused(self, name: str, version: str | None, error: V2Error) -> None:
-        """Record a request to model ``name`` that its transport refused before reading it (the event loop's
-        shedding: ``loop_shedding.py``) as ``answer`` records the requests it refuses."""
-        with contextlib.suppress(V2Error), self.observe(name, version):
-            raise error
+    def refused(self, name: str, version: str | None, error: V2Error, requests: int = 1) -> None:
+        """Record ``requests`` requests to model ``name`` that their transport refused before reading them (the event
+        loop's shedding: ``loop_shedding.py``) as ``answer`` records the requests it refuses."""
+        self.telemetry.rejected(name, version, error, requests)
 
     async def infer(self, name: str, version: str | None, call: InferCall) -> InferResult:
         """Answer one decoded request with its result, as ``answer`` does."""

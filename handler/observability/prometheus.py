@@ -83,6 +83,14 @@ class MeteredTelemetry(Telemetry):
             observation.pending = known
         return observation
 
+    def rejected(self, model: str, version: str | None, error: V2Error, requests: int) -> None:
+        """``Telemetry.rejected``, the failures counted by their reason when the model is known."""
+        reason = failure_reason(error)
+        label = self._versions(model, version) if reason is not None else None
+        if label is not None:
+            self.statistics.failed(model, label, reason, requests)  # type: ignore[arg-type]
+        super().rejected(model, version, error, requests)
+
     def end(self, observation: InferObservation, error: BaseException | None) -> None:
         """``Telemetry.end``, the request taken off the pending count and a failure counted by its reason."""
         known = observation.pending

@@ -98,6 +98,13 @@ class Telemetry:
         else:
             self.finish(observation, error)
 
+    def rejected(self, model: str, version: str | None, error: V2Error, requests: int) -> None:
+        """Record ``requests`` infer requests to ``model`` refused with ``error`` before they entered the server
+        (never pending), at once."""
+        observation = InferObservation(model, version)
+        observation.status = status_of(error)
+        self.record_many(observation, requests)
+
     def observe_many(self, model: str, version: str | None, requests: int) -> AbstractContextManager[InferObservation]:
         """Observe ``requests`` infer requests that run together and end alike (a batch chunk's merged rows), from
         now: one observation for all, recorded for each of them at once (``record_many``) when the block ends."""

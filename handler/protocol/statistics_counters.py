@@ -248,14 +248,14 @@ class Statistics:
             cells[total + _NS["fail"]] += total_ns
             cells[total + _SEQUENCE] += 1
 
-    def failed(self, name: str, version: str, reason: str) -> None:
-        """One failed request to this model version, by Triton's ``reason`` (one of ``FAILURE_REASONS``)."""
+    def failed(self, name: str, version: str, reason: str, requests: int = 1) -> None:
+        """``requests`` failed requests to this model version, by Triton's ``reason`` (one of ``FAILURE_REASONS``)."""
         table = self._table
         with self._lock:
             total = table.start((name, version, 0))
             cells = table.cells
             cells[total + _SEQUENCE] += 1
-            cells[total + _REASONS[reason]] += 1
+            cells[total + _REASONS[reason]] += requests
             cells[total + _SEQUENCE] += 1
 
     def pending_cell(self, name: str, version: str) -> int:

@@ -15,6 +15,7 @@ waits for what the server reports: its pending count, its answers.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +40,8 @@ ONE = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [1.
 #: Most requests sent to find one refusal, or one answer once the loop keeps up.
 ATTEMPTS = 400
 LOOP_REFUSAL = "its event loop has run over"
+#: Connections opened at once while the loop is behind.
+NEW = 64
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +104,16 @@ def _hold(server: OipServer, pool: ThreadPoolExecutor) -> list[Future[httpx.Resp
 
 
 @contextlib.contextmanager
-def _loop_held(server: OipServer) -> Iterator[None]:
-    """``blocker`` requests back to back on two connections while the block runs: the loop runs behind."""
+def _loop_held(server: OipServer, answers: list[int] | None = None) -> Iterator[None]:
+    """``blocker`` requests back to back on two connections while the block runs: the loop runs behind. Their
+    statuses go to ``answers`` as they come."""
     stop = threading.Event()
+    seen = [] if answers is None else answers
 
     def block() -> None:
         with httpx.Client(timeout=60) as client:
             while not stop.is_set():
-                client.post(f"{server.url}/v2/models/blocker/infer", json=ONE)
+                seen.append(client.post(f"{server.url}/v2/models/blocker/infer", json=ONE).status_code)
 
     # Its first run is measured in a thread; from the second on it runs on the loop.
     assert httpx.post(f"{server.url}/v2/models/blocker/infer", json=ONE, timeout=3600).status_code == 200
@@ -155,6 +160,38 @@ def test_a_loop_behind_refuses_inference_at_once_and_counts_it_rejected(
         assert _metric(server, "nv_inference_request_failure", model="iris", version="1", reason="REJECTED") >= refused
         assert _metric(server, "nv_inference_pending_request_count", model="iris", version="1") == 0
         assert _metric(server, "nv_inference_request_failure", model="iris", version="1", reason="BACKEND") == 0
+
+
+def test_connections_opened_while_the_loop_is_behind_are_taken_together(server: OipServer) -> None:
+    """``NEW`` connections opened at once, each with a health request, while ``blocker`` holds the loop a long turn
+    per run: all are answered while the blocker gets a few answers, as the worker takes every waiting connection in
+    one turn (a server taking one a turn, libuv's, answers the last after ``NEW`` turns, a blocker run each)."""
+    answers: list[int] = []
+    address = ("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
+    with _loop_held(server, answers):
+        _until(lambda: len(answers) >= 2, "two blocker answers")
+        before = len(answers)
+        clients = [socket.create_connection(address, timeout=3600) for _ in range(NEW)]
+        try:
+            for client in clients:
+                client.sendall(b"GET /v2/health/ready HTTP/1.1\r\nhost: oip\r\nconnection: close\r\n\r\n")
+            heads = [_head(client) for client in clients]
+            during = len(answers) - before
+        finally:
+            for client in clients:
+                client.close()
+    assert heads == [b"HTTP/1.1 200 OK"] * NEW
+    assert during <= NEW // 4, f"{during} blocker answers before {NEW} new connections were answered"
+
+
+def _head(client: socket.socket) -> bytes:
+    """The status line of the answer ``client`` reads."""
+    seen = b""
+    while b"\r\n" not in seen:
+        chunk = client.recv(4096)
+        assert chunk, f"closed after {seen!r}"
+        seen += chunk
+    return seen.split(b"\r\n", 1)[0]
 
 
 def test_requests_waiting_on_a_model_make_no_refusal_of_the_loop(server: OipServer, pool: ThreadPoolExecutor) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,8 @@ from handler.inference.loop_shedding import (
     TARGET_S,
     LoopShedding,
 )
-from handler.observability.prometheus import failure_reason
+from handler.observability.prometheus import MeteredTelemetry, failure_reason
+from handler.protocol.statistics_counters import Statistics, read_snapshot
 
 LATE = TARGET_S * 2
 ON_TIME = TARGET_S / 4
@@ -165,6 +167,20 @@ def test_a_refusal_is_a_rejected_503_with_the_loops_drain_time(loop: asyncio.Abs
     assert "event loop" in error.message and "retry after 3 s" in error.message
     shedding.rate = 0.0
     assert shedding.retry_after() == 1, "before any rate is measured"
+
+
+def test_refusals_are_counted_rejected_per_model_in_one_update(loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
+    statistics = Statistics(tmp_path)
+    versions = {"iris": "1"}
+    telemetry = MeteredTelemetry(statistics, lambda name, version: versions.get(name))
+    error = LoopShedding(loop, ()).refusal()
+    telemetry.rejected("iris", None, error, 7)
+    telemetry.rejected("iris", "1", error, 2)
+    telemetry.rejected("unknown", None, error, 5)  # no model, no series (as a request to it would make none)
+    snapshot = read_snapshot(tmp_path)
+    assert snapshot.failures("iris", "1") == {"REJECTED": 9, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
+    assert {name for name, _version, _size in snapshot.rows} == {"iris"}
+    assert snapshot.pending() == {}, "a refused request never entered the server"
 
 
 def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyncio.AbstractEventLoop) -> None:

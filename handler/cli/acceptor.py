@@ -1,0 +1,87 @@
+"""``Acceptor``: a worker's listening socket, every waiting connection accepted on each turn of the event loop.
+
+An event loop's own server (``loop.create_server``) takes one connection per turn under uvloop: libuv accepts one
+connection each time the listening socket is readable, and the next one a turn later. A loop saturated by a
+sudden load turns slowly, so connections wait in the kernel's backlog for seconds, and a health check or a request
+on a new connection waits behind all of them, even while the worker answers refusals at once on the connections it
+has. ``Acceptor`` reads the listening socket itself (``loop.add_reader``): each time it is readable it accepts what
+waits there, up to the backlog, and hands each connection to the protocol with ``loop.connect_accepted_socket``, as
+asyncio's selector loop accepts up to the backlog at a time. A refused request then costs its connection one turn,
+not its place in a queue of connections.
+
+The worker's server (handler/cli/worker.py) keeps ``Acceptor`` among uvicorn's ``servers``: ``close`` stops
+accepting and closes the socket in this process (other workers sharing it keep accepting), ``wait_closed`` waits for
+the connections being handed over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+logger = logging.getLogger("uvicorn.error")
+
+#: Seconds accepting pauses after an error other than an empty queue or an aborted connection (a process out of
+#: file descriptors, EMFILE, most often): the connections stay queued, as asyncio's selector loop leaves them,
+#: instead of failing on every turn.
+RETRY_S = 1.0
+
+
+class Acceptor:
+    """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` a turn."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                 protocol_factory: Callable[[], asyncio.Protocol], backlog: int) -> None:  # fmt: skip
+        self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
+        self.handing: set[asyncio.Task[object]] = set()
+        self.sockets = [sock]
+        self.closed = False
+        sock.setblocking(False)
+        loop.add_reader(sock.fileno(), self.accept)
+
+    def accept(self) -> None:
+        """Every connection waiting, up to the backlog, each handed to a new protocol on this loop."""
+        for _ in range(self.backlog):
+            try:
+                conn, _address = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                logger.warning("accepting connections pauses %s s: %s", RETRY_S, exc.strerror or exc)
+                self.loop.remove_reader(self.sock.fileno())
+                self.loop.call_later(RETRY_S, self.resume)
+                return
+            task = self.loop.create_task(self.hand_over(conn))
+            self.handing.add(task)
+            task.add_done_callback(self.handing.discard)
+
+    def resume(self) -> None:
+        if not self.closed:
+            self.loop.add_reader(self.sock.fileno(), self.accept)
+
+    async def hand_over(self, conn: socket.socket) -> None:
+        """``conn`` under a transport of this loop; a connection reset meanwhile is closed without a word."""
+        try:
+            await self.loop.connect_accepted_socket(self.protocol_factory, conn)
+        except OSError:
+            conn.close()
+
+    def close(self) -> None:
+        """Stop accepting and close the listening socket in this process."""
+        if self.closed:
+            return
+        self.closed = True
+        self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+
+    def is_serving(self) -> bool:
+        return not self.closed
+
+    async def wait_closed(self) -> None:
+        """Once the connections accepted before ``close`` are handed over."""
+        if self.handing:
+            await asyncio.wait(set(self.handing))
