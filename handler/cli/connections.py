@@ -115,8 +115,8 @@ class _Sweeper:
         self.now = loop.time()
         self.connections: set[GuardedHttpToolsProtocol] = set()
         self.timer: asyncio.TimerHandle | None = None
-        #: Requests the shedding refused this turn, by their target's model and version (as sent), recorded together
-        #: at the end of the turn, with the last error.
+        #: Requests the shedding refused in this turn of the loop, by their target's model and version (as sent),
+        #: recorded together on its next turn, with the last error.
         self.refusals: dict[tuple[bytes | None, bytes | None], int] = {}
         self.refusal: Overloaded | None = None
 
@@ -278,8 +278,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # the loop's shedding
 
     def _shed_answer(self, target: re.Match[bytes]) -> None:
-        """503 with Retry-After for the inference request just read, which no task was made for, recorded at the end
-        of the turn (with the turn's other refusals) as the worker's inference service records its own refusals; the
+        """503 with Retry-After for the inference request just read, which no task was made for, recorded on the loop's
+        next turn (with this turn's other refusals) as the worker's inference service records its own refusals; the
         connection stays open when the request keeps it alive."""
         self._shed = None
         if self._link is None or self._link.is_closing():

@@ -83,7 +83,8 @@ class LoopShedding:
         self.answered = 0
         #: Requests refused since the process started.
         self.refused = 0
-        #: Answers a second, measured between probes while requests are in flight (0 before the first).
+        #: Answers a second, measured between probes while requests are in flight and the process is busy (0 before
+        #: the first): what the loop answers when it has work, not a trickle's rate before a sudden load.
         self.rate = 0.0
         self._behind_since: float | None = None
         self._unused_since = 0.0  # since when the cap has refused nothing
@@ -151,7 +152,7 @@ class LoopShedding:
         try:
             since, answered = self._counted
             busy = (cpu - self._cpu) / (now - since) if now > since else 1.0
-            if inflight and now > since:
+            if inflight and now > since and busy >= BUSY:
                 rate = (self.answered - answered) / (now - since)
                 self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
             self._counted, self._cpu = (now, self.answered), cpu

@@ -218,6 +218,21 @@ def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyn
     assert loop.run_until_complete(released)
 
 
+def test_the_rate_is_not_measured_while_the_process_idles(loop: asyncio.AbstractEventLoop) -> None:
+    """A trickle of answers with the process idle between them (as health probes before a sudden load) is no
+    measure of what the loop answers: the rate stays unmeasured, and a sudden load's first cap is not set from it."""
+    shedding = LoopShedding(loop, {1})
+    shedding.watch()
+
+    async def trickle() -> None:
+        for _ in range(20):
+            shedding.answered += 1
+            await asyncio.sleep(2 * PROBE_S)  # idle: no CPU between two answers, a probe or two
+
+    loop.run_until_complete(trickle())
+    assert shedding.rate == 0.0
+
+
 def test_the_probe_goes_on_after_a_judgement_that_raised(loop: asyncio.AbstractEventLoop) -> None:
     class Failing(LoopShedding):
         calls = 0
