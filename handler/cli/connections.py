@@ -237,7 +237,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.deadline = self._sweeper.now + self._body_timeout
         shedding = self._sweeper.shedding
         shedding.watch()
-        if shedding.cap != math.inf and not self._answering:
+        if (shedding.cap != math.inf or shedding.behind()) and not self._answering:
             target = INFER_TARGET.fullmatch(self.url)
             if target is not None and shedding.refuses():
                 self._shed = target  # answered 503 once its body is read: on_message_complete

@@ -13,6 +13,10 @@ and a turn does a little of every request in it.
   answers within the target (Little's law: ``rate * TARGET_S``): a sudden load that filled the loop with hundreds of
   requests is cut to that at once, not a tenth a probe while each probe waits a long turn, and a queue that just
   stands is trimmed gently.
+- Before any cap, a request that arrives while the loop is a whole interval late right now (its probe due that long
+  and not run yet: the first long turns of a sudden load, before any probe could judge) is refused when the loop
+  holds more than ``SUDDEN`` requests, or more than it answers in an interval at its rate: what it holds then
+  takes it longer than the interval whatever comes next.
 - While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
   by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
   for ``RELEASE_S``, there is no cap.
@@ -60,6 +64,9 @@ BUSY: Final = 0.5
 PROBE_S: Final = 0.01
 #: The cap is never below this many requests in the worker.
 FLOOR: Final = 32
+#: Before any cap, a loop a whole interval late right now (its probe due that long ago and not run: a sudden load's
+#: first long turns) refuses past this many requests, or past what it answers in an interval when that is more.
+SUDDEN: Final = 256
 
 
 @functools.lru_cache(maxsize=64)
@@ -91,6 +98,7 @@ class LoopShedding:
         self._refused_before = 0
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
+        self._late_at = math.inf  # the monotonic clock's time past which the loop is an interval late
         self._counted = (0.0, 0)
         self._cpu = 0.0
 
@@ -101,9 +109,17 @@ class LoopShedding:
             self._counted, self._cpu = (now, self.answered), time.process_time()
             self._schedule(now)
 
+    def behind(self) -> bool:
+        """Whether the loop is an interval late right now: its probe has been due that long and has not run."""
+        return time.monotonic() > self._late_at
+
     def refuses(self) -> bool:
-        """Whether an inference request arriving now is refused: the loop holds as many requests as its cap."""
-        if len(self.tasks) < self.cap:
+        """Whether an inference request arriving now is refused: the loop holds as many requests as its cap; with
+        no cap yet, when it is ``behind`` and holds more than ``SUDDEN`` (or than it answers in an interval)."""
+        cap = self.cap
+        if cap == math.inf and self.behind():
+            cap = max(SUDDEN, self.rate * INTERVAL_S)
+        if len(self.tasks) < cap:
             return False
         self.refused += 1
         return True
@@ -144,6 +160,7 @@ class LoopShedding:
 
     def _schedule(self, now: float) -> None:
         self._due = now + PROBE_S
+        self._late_at = time.monotonic() + PROBE_S + INTERVAL_S
         self._timer = self.loop.call_at(self._due, self._probe)
 
     def _probe(self) -> None:
@@ -161,4 +178,4 @@ class LoopShedding:
             if inflight or self.cap != math.inf:
                 self._schedule(now)
             else:
-                self._timer = None
+                self._timer, self._late_at = None, math.inf

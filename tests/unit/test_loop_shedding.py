@@ -19,6 +19,7 @@ from handler.inference.loop_shedding import (
     INTERVAL_S,
     PROBE_S,
     RELEASE_S,
+    SUDDEN,
     TARGET_S,
     LoopShedding,
 )
@@ -216,6 +217,40 @@ def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyn
 
     loop.call_soon(check)
     assert loop.run_until_complete(released)
+
+
+def test_a_loop_an_interval_late_refuses_past_the_sudden_bound_before_any_cap(loop: asyncio.AbstractEventLoop) -> None:
+    """A sudden load's first long turn: the probe cannot run, so no cap is set; a request arriving then is refused
+    when the loop holds ``SUDDEN`` requests or more (or as many as it answers in an interval), and taken otherwise."""
+    tasks = set(range(SUDDEN))
+    shedding = LoopShedding(loop, tasks)
+    seen: dict[str, object] = {}
+
+    def long_turn() -> None:
+        seen["behind at the turn's start"] = shedding.behind()
+        end = time.monotonic() + PROBE_S + INTERVAL_S + TARGET_S
+        while time.monotonic() < end:  # one turn of the loop longer than the interval, on the CPU
+            pass
+        seen["behind after it"] = shedding.behind()
+        seen["SUDDEN held: refused"] = shedding.refuses()
+        tasks.difference_update(range(SUDDEN // 2))
+        seen["half held: refused"] = shedding.refuses()
+        shedding.rate = 10 * SUDDEN / INTERVAL_S
+        tasks.update(range(2 * SUDDEN))
+        seen["twice held, fewer than an interval's answers: refused"] = shedding.refuses()
+
+    shedding.watch()
+    loop.call_soon(long_turn)
+    loop.run_until_complete(asyncio.sleep(0))
+    assert seen == {
+        "behind at the turn's start": False,
+        "behind after it": True,
+        "SUDDEN held: refused": True,
+        "half held: refused": False,
+        "twice held, fewer than an interval's answers: refused": False,
+    }
+    assert shedding.cap == math.inf and shedding.refused == 1
+    assert not LoopShedding(loop, tasks).behind(), "no probe due: never behind"
 
 
 def test_the_rate_is_not_measured_while_the_process_idles(loop: asyncio.AbstractEventLoop) -> None:
