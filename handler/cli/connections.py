@@ -233,6 +233,10 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_most > most and self._head_size() > most:
             self._refuse_head(f"the request's head is longer than {most} bytes")
             return
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            self._over_limit(limit)
+            return
         self._phase = _BODY
         self.deadline = self._sweeper.now + self._body_timeout
         shedding = self._sweeper.shedding
@@ -299,6 +303,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # the limits
 
+    def _over_limit(self, limit: int) -> None:
+        """503 with ``Retry-After`` and the connection closed for a request past the worker's connection limit
+        (OIP_MAX_CONNECTIONS, uvicorn's ``limit_concurrency``, which uvicorn answers in plain text), recorded as the
+        loop's refusals are when it is an inference request."""
+        error = Overloaded(
+            f"the worker holds {limit} connections or requests, its limit (OIP_MAX_CONNECTIONS); retry after 1 s",
+            retry_after=1,
+        )
+        target = INFER_TARGET.fullmatch(self.url)
+        record: Record | None = self.app_state.get(RECORD)
+        if target is not None and record is not None:
+            self._sweeper.refused(record, target, error)
+        self._refuse(503, "Service Unavailable", error.message, "retry-after: 1\r\nconnection: close\r\n")
+
     def _head_size(self) -> int:
         """The request line's target and the header fields, each with its separators."""
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
@@ -314,13 +332,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse_head(self, message: str) -> None:
         self._refuse(431, "Request Header Fields Too Large", message)
 
-    def _refuse(self, status: int, reason: str, message: str) -> None:
-        """Answer ``status`` (none for 0, or while another answer is being written) and close the connection;
-        nothing more it sends is parsed."""
+    def _refuse(self, status: int, reason: str, message: str, headers: str = "connection: close\r\n") -> None:
+        """Answer ``status`` (none for 0, or while another answer is being written) with ``headers`` and close the
+        connection; nothing more it sends is parsed."""
         self._refused = True
         self.deadline = math.inf
         if self._link is None or self._link.is_closing():
             return
         if status and not self._answering:
-            self._link.write(_answer(status, reason, message))
+            self._link.write(_answer(status, reason, message, headers))
         self._link.close()

@@ -160,6 +160,8 @@ def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
         wait_for(lambda: server.open_files() - files >= 590, "the server did not accept them all", timeout=30)
         response = httpx.post(f"{server.url}/v2/models/iris/infer", json={}, timeout=10)
         assert response.status_code == 503
+        assert "OIP_MAX_CONNECTIONS" in response.json()["error"], response.text
+        assert response.headers["retry-after"] == "1" and response.headers["connection"] == "close"
         stack.close()  # the idle connections go
         wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
         iris_answers(server.url)
