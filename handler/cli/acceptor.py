@@ -36,7 +36,6 @@ class Acceptor:
                  protocol_factory: Callable[[], asyncio.Protocol], backlog: int) -> None:  # fmt: skip
         self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
         self.handing: set[asyncio.Task[object]] = set()
-        self.sockets = [sock]
         self.closed = False
         sock.setblocking(False)
         loop.add_reader(sock.fileno(), self.accept)

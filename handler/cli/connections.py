@@ -20,6 +20,9 @@ OIP_KEEP_ALIVE_TIMEOUT), read once per process.
   the connection is closed (the app's ``receive`` sees the disconnect; its answer may already be on its way).
 - After an answer: uvicorn's keep-alive timeout closes an idle connection; bytes that begin no request (empty lines,
   which stop that timer) have ``keep_alive_timeout + header_timeout`` seconds.
+- Connections: past ``OIP_MAX_CONNECTIONS`` open connections or requests in progress (uvicorn's
+  ``limit_concurrency``), a request gets 503 with ``{"error": ...}`` naming the setting and ``Retry-After``, and its
+  connection is closed (uvicorn answers it in plain text).
 - Framing: a request with both ``Transfer-Encoding: chunked`` and a Content-Length is read by its chunks, as Triton
   reads it (RFC 9112 6.3: Transfer-Encoding overrides Content-Length), where httptools alone answers 400; the
   connection is closed after its answer (RFC 9112 6.1), so nothing after it on the connection is read by the other
@@ -136,6 +139,7 @@ class _Sweeper:
         self.refusal = error
 
     def record_refusals(self, record: Record) -> None:
+        """Record the refusals counted since the last call, one call per model and version."""
         refusals, error = self.refusals, self.refusal
         self.refusals = {}
         assert error is not None

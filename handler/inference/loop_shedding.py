@@ -70,7 +70,7 @@ SUDDEN: Final = 256
 
 
 @functools.lru_cache(maxsize=64)
-def refusal(retry: int) -> Overloaded:
+def overloaded(retry: int) -> Overloaded:
     """The error a request refused by the loop's shedding is answered with, ``retry`` its ``Retry-After``: made once
     per value (it is never raised, only written)."""
     return Overloaded(
@@ -126,7 +126,7 @@ class LoopShedding:
 
     def refusal(self) -> Overloaded:
         """The error a refused request is answered with."""
-        return refusal(self.retry_after())
+        return overloaded(self.retry_after())
 
     def retry_after(self) -> int:
         """Seconds until the loop has answered what it holds, from its rate: at least one, rounded up."""
