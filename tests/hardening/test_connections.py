@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.support.iris_requests import iris_answers, normal_requests
+from tests.support.metrics_scrape import scrape
 from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
@@ -151,7 +152,9 @@ def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
     """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
     ``--max-connections 600``: a request gets 503 until they go."""
     with (
-        oip_serve("--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning") as server,
+        oip_serve(
+            "--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning", metrics=True
+        ) as server,
         ExitStack() as stack,
     ):
         files = server.open_files()
@@ -162,7 +165,14 @@ def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
         assert response.status_code == 503
         assert "OIP_MAX_CONNECTIONS" in response.json()["error"], response.text
         assert response.headers["retry-after"] == "1" and response.headers["connection"] == "close"
+        wait_for(lambda: _rejected(server) == 1, "the refusal was not counted REJECTED", timeout=30)
         stack.close()  # the idle connections go
         wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
         iris_answers(server.url)
     assert idle
+
+
+def _rejected(server: OipServer) -> float:
+    return scrape(f"http://127.0.0.1:{server.metrics_port}/metrics").value(
+        "nv_inference_request_failure", model="iris", version="1", reason="REJECTED"
+    )
