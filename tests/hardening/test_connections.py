@@ -150,7 +150,8 @@ def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer)
 
 def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
     """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
-    ``--max-connections 600``: a request gets 503 until they go."""
+    ``--max-connections 600``: a request gets a JSON 503 naming the setting, with ``Retry-After``, its connection
+    closed and its refusal counted REJECTED, until they go."""
     with (
         oip_serve(
             "--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning", metrics=True
