@@ -19,6 +19,7 @@ model.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Final
@@ -38,7 +39,11 @@ VersionOf = Callable[[str, str | None], str | None]
 
 def failure_reason(error: BaseException) -> str | None:
     """Triton's reason for a request that ended with ``error``; None for a client's mistake (a 4xx). An error class
-    may name its own (``failure_reason``: the admission's and the dynamic batcher's refusals say ``REJECTED``)."""
+    may name its own (``failure_reason``: the admission's and the dynamic batcher's refusals say ``REJECTED``). A
+    request cancelled while in progress (a gRPC client that gave up: its call's task is cancelled) is ``CANCELED``,
+    as in Triton."""
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELED"
     if not isinstance(error, V2Error):
         return "OTHER"
     if isinstance(error, DeadlineExceeded):

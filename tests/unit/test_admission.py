@@ -18,7 +18,7 @@ from adapters.onnx.batcher import Batcher, batch_key
 from adapters.onnx.queue_policy import BatchingPolicy, QueueFull
 from adapters.repository.model_config import parse_model_config
 from handler.inference.admission import Admission, ModelGate, Overloaded, gate_parallelism
-from handler.observability.prometheus import failure_reason
+from handler.observability.prometheus import MeteredTelemetry, failure_reason
 from handler.protocol.statistics_counters import FAILURE_REASONS, Statistics, read_snapshot, retire
 from handler.protocol.status import HTTP_STATUS
 
@@ -230,6 +230,32 @@ def test_a_request_whose_deadline_would_pass_in_the_queue_is_refused_with_the_de
     with pytest.raises(deadlines.DeadlineExceeded, match="the gRPC deadline") as caught:
         gate.admits(deadlines.after(1.0, "the gRPC deadline"))
     assert failure_reason(caught.value) == "CANCELED"
+
+
+def test_a_request_cancelled_in_progress_is_counted_canceled(tmp_path: Path) -> None:
+    """A gRPC client that gives up cancels its call's task while the request is in the server: Triton's
+    ``CANCELED``, not ``OTHER``, and no longer pending."""
+    statistics = Statistics(tmp_path)
+    telemetry = MeteredTelemetry(statistics, lambda name, version: "1")
+
+    async def call(inside: asyncio.Event) -> None:
+        with telemetry.observe("slow", None):
+            inside.set()
+            await asyncio.Event().wait()  # until cancelled
+
+    async def cancelled() -> None:
+        inside = asyncio.Event()
+        task = asyncio.create_task(call(inside))
+        await inside.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    snapshot = read_snapshot(tmp_path)
+    assert snapshot.failures("slow", "1") == {"REJECTED": 0, "CANCELED": 1, "BACKEND": 0, "OTHER": 0}
+    assert snapshot.pending() == {("slow", "1"): 0}
+    assert failure_reason(asyncio.CancelledError()) == "CANCELED"
 
 
 def test_one_stalled_run_moves_the_run_time_by_a_fifth_at_most_and_is_forgotten_quickly() -> None:
