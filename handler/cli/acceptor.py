@@ -77,9 +77,6 @@ class Acceptor:
         self.loop.remove_reader(self.sock.fileno())
         self.sock.close()
 
-    def is_serving(self) -> bool:
-        return not self.closed
-
     async def wait_closed(self) -> None:
         """Once the connections accepted before ``close`` are handed over."""
         if self.handing:

@@ -292,11 +292,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._shed = None
         if self._link is None or self._link.is_closing():
             return
-        sweeper = self._sweeper
-        error = sweeper.shedding.refusal()
-        record: Record | None = self.app_state.get(RECORD)
-        if record is not None:
-            sweeper.refused(record, target, error)
+        error = self._sweeper.shedding.refusal()
+        self._record_refusal(target, error)
         keep = self.parser.should_keep_alive()
         self._link.write(_shed_bytes(error, keep))
         if not keep:
@@ -304,6 +301,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._phase = _IDLE
         self.deadline = self._sweeper.now + self.limits.keep_alive_timeout + self._header_timeout
+
+    def _record_refusal(self, target: re.Match[bytes], error: Overloaded) -> None:
+        """Count a refused inference request with the loop's turn (``_Sweeper.refused``) for the worker's inference
+        service, where the lifespan handed one."""
+        record: Record | None = self.app_state.get(RECORD)
+        if record is not None:
+            self._sweeper.refused(record, target, error)
 
     # the limits
 
@@ -316,9 +320,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             retry_after=1,
         )
         target = INFER_TARGET.fullmatch(self.url)
-        record: Record | None = self.app_state.get(RECORD)
-        if target is not None and record is not None:
-            self._sweeper.refused(record, target, error)
+        if target is not None:
+            self._record_refusal(target, error)
         self._refuse(503, "Service Unavailable", error.message, "retry-after: 1\r\nconnection: close\r\n")
 
     def _head_size(self) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -28,7 +27,7 @@ import pytest
 from handler.inference.loop_shedding import FLOOR
 from tests.support import iris_requests, onnx_models, overload_models
 from tests.support.metrics_scrape import scrape
-from tests.support.servers import POLL_SECONDS, STARTUP_TIMEOUT, OipServer, oip_serve
+from tests.support.servers import OipServer, oip_serve, wait_for
 
 #: Rows a held model's batch waits for: a model holds one fewer.
 BATCH = 5
@@ -85,13 +84,6 @@ def _pending(server: OipServer, models: list[str]) -> float:
     return sum(_metric(server, "nv_inference_pending_request_count", model=m, version="1") for m in models)
 
 
-def _until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(POLL_SECONDS)
-
-
 def _hold(server: OipServer, pool: ThreadPoolExecutor) -> list[Future[httpx.Response]]:
     """``HELD`` requests in the worker's batchers, once the server reports them all in progress."""
 
@@ -99,7 +91,7 @@ def _hold(server: OipServer, pool: ThreadPoolExecutor) -> list[Future[httpx.Resp
         return httpx.post(f"{server.url}/v2/models/{model}/infer", json=ONE, timeout=3600)
 
     held = [pool.submit(post, HELD_MODELS[index // HELD_PER_MODEL]) for index in range(HELD)]
-    _until(lambda: _pending(server, HELD_MODELS) == HELD, f"the server reports {HELD} held requests")
+    wait_for(lambda: _pending(server, HELD_MODELS) == HELD, f"the server reports {HELD} held requests")
     return held
 
 
@@ -169,7 +161,7 @@ def test_connections_opened_while_the_loop_is_behind_are_taken_together(server: 
     answers: list[int] = []
     address = ("127.0.0.1", int(server.url.rsplit(":", 1)[1]))
     with _loop_held(server, answers):
-        _until(lambda: len(answers) >= 2, "two blocker answers")
+        wait_for(lambda: len(answers) >= 2, "two blocker answers")
         before = len(answers)
         clients = [socket.create_connection(address, timeout=3600) for _ in range(NEW)]
         try:

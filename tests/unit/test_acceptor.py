@@ -113,10 +113,10 @@ def test_a_closed_acceptor_takes_nothing_more(loop: asyncio.AbstractEventLoop) -
     address = sock.getsockname()
     made: list[asyncio.BaseTransport] = []
     acceptor = Acceptor(loop, sock, lambda: Counted(made), 8)
-    assert acceptor.is_serving()
+    assert not acceptor.closed
     acceptor.close()
     acceptor.close()  # a second close (uvicorn's shutdown after the drain's) is nothing
-    assert not acceptor.is_serving()
+    assert acceptor.closed
     assert sock.fileno() == -1
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(address).close()
