@@ -6,13 +6,13 @@ others. The loop's own lag shows that queue: a timer due every ``PROBE_S`` runs 
 and a turn does a little of every request in it.
 
 - A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
-  the loop clears within the interval is no queue) while the process is busy: it used at least ``BUSY`` of the time
-  between two probes on the CPU. A loop late because the machine's other work starves the process is no queue of
-  its own, and refusing would not shorten it. Then the requests in the worker are capped a tenth below what it
-  holds (at least ``FLOOR``); when it holds more than it answers in an interval at its measured rate, at what it
-  answers within the target (Little's law: ``rate * TARGET_S``): a sudden load that filled the loop with hundreds of
-  requests is cut to that at once, not a tenth a probe while each probe waits a long turn, and a queue that just
-  stands is trimmed gently.
+  the loop clears within the interval is no queue) while the loop is busy: its thread used at least ``BUSY`` of the
+  time between two probes on the CPU. A loop late because other work (the machine's, or the process's other
+  threads) starves its thread is no queue of its own, and refusing would not shorten it. Then the requests in the
+  worker are capped a tenth below what it holds (at least ``FLOOR``); when it holds more than it answers in an
+  interval at its measured rate, at what it answers within the target (Little's law: ``rate * TARGET_S``): a sudden
+  load that filled the loop with hundreds of requests is cut to that at once, not a tenth a probe while each probe
+  waits a long turn, and a queue that just stands is trimmed gently.
 - Before any cap, a request that arrives while the loop is a whole interval late right now (its probe due that long
   and not run yet: the first long turns of a sudden load, before any probe could judge) is refused when the loop
   holds more than ``SUDDEN`` requests, or more than it answers in an interval at its rate: what it holds then
@@ -58,7 +58,7 @@ DECREASE: Final = 0.9
 INCREASE: Final = 0.05
 #: How long the cap must refuse nothing before it goes.
 RELEASE_S: Final = 1.0
-#: The share of the time between two probes the process must spend on the CPU for a late probe to count.
+#: The share of the time between two probes the loop's thread must spend on the CPU for a late probe to count.
 BUSY: Final = 0.5
 #: Time between two probes of the lag.
 PROBE_S: Final = 0.01
@@ -90,7 +90,7 @@ class LoopShedding:
         self.answered = 0
         #: Requests refused since the process started.
         self.refused = 0
-        #: Answers a second, measured between probes while requests are in flight and the process is busy (0 before
+        #: Answers a second, measured between probes while requests are in flight and the loop is busy (0 before
         #: the first): what the loop answers when it has work, not a trickle's rate before a sudden load.
         self.rate = 0.0
         self._behind_since: float | None = None
@@ -106,7 +106,7 @@ class LoopShedding:
         """Probe the lag from now on while requests are in flight (called as each request arrives)."""
         if self._timer is None:
             now = self.loop.time()
-            self._counted, self._cpu = (now, self.answered), time.process_time()
+            self._counted, self._cpu = (now, self.answered), time.thread_time()
             self._schedule(now)
 
     def behind(self) -> bool:
@@ -135,7 +135,7 @@ class LoopShedding:
 
     def judge(self, lag: float, now: float, busy: float = 1.0) -> None:
         """Move the cap for a probe ``lag`` seconds late at ``now``, ``busy`` the share of the time since the last
-        probe the process spent on the CPU."""
+        probe the loop's thread spent on the CPU."""
         if lag <= TARGET_S or busy < BUSY:
             self._behind_since = None
         elif self._behind_since is None:
@@ -164,7 +164,7 @@ class LoopShedding:
         self._timer = self.loop.call_at(self._due, self._probe)
 
     def _probe(self) -> None:
-        now, cpu = self.loop.time(), time.process_time()
+        now, cpu = self.loop.time(), time.thread_time()
         inflight = len(self.tasks)
         try:
             since, answered = self._counted

@@ -4,7 +4,9 @@ its probe on a real event loop that the test holds itself, on the CPU."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
+import threading
 import time
 from pathlib import Path
 
@@ -253,10 +255,23 @@ def test_a_loop_an_interval_late_refuses_past_the_sudden_bound_before_any_cap(lo
     assert not LoopShedding(loop, tasks).behind(), "no probe due: never behind"
 
 
-def test_the_rate_is_not_measured_while_the_process_idles(loop: asyncio.AbstractEventLoop) -> None:
-    """A trickle of answers with the process idle between them (as health probes before a sudden load) is no
-    measure of what the loop answers: the rate stays unmeasured, and a sudden load's first cap is not set from it."""
+def _burn(stop: threading.Event) -> None:
+    """Keep a core busy outside the GIL (hashlib releases it for a large buffer) until ``stop``."""
+    data = bytes(1 << 20)
+    while not stop.is_set():
+        hashlib.sha256(data).digest()
+
+
+@pytest.mark.parametrize("other_threads", ["idle", "on the CPU"])
+def test_the_rate_is_not_measured_while_the_loop_idles(loop: asyncio.AbstractEventLoop, other_threads: str) -> None:
+    """A trickle of answers with the loop idle between them (as health probes before a sudden load) is no measure
+    of what the loop answers: the rate stays unmeasured, and a sudden load's first cap is not set from it. The
+    process's other threads on the CPU (a model's runs, a test's servers) are not the loop's work."""
     shedding = LoopShedding(loop, {1})
+    stop = threading.Event()
+    burner = threading.Thread(target=_burn, args=(stop,))
+    if other_threads == "on the CPU":
+        burner.start()
     shedding.watch()
 
     async def trickle() -> None:
@@ -264,7 +279,12 @@ def test_the_rate_is_not_measured_while_the_process_idles(loop: asyncio.Abstract
             shedding.answered += 1
             await asyncio.sleep(2 * PROBE_S)  # idle: no CPU between two answers, a probe or two
 
-    loop.run_until_complete(trickle())
+    try:
+        loop.run_until_complete(trickle())
+    finally:
+        stop.set()
+        if burner.is_alive():
+            burner.join()
     assert shedding.rate == 0.0
 
 
