@@ -12,7 +12,9 @@ over one period so that their requests do not come in step (h2load's ``-r``/``--
 from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
 loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
 the first second, which opens the connections), a health and a metadata probe on a kept-alive connection and a
-health probe on a new connection every 50 ms throughout (their p99),
+health probe on a new connection every 50 ms throughout (their p99 after the first second, and in it: the sudden
+load of every connection's first request; the bench process collects no garbage meanwhile, so that its own pauses
+are not timed as the server's),
 ``nv_inference_request_failure{reason="REJECTED"}`` counted during it, and the server's resident memory (every
 process) before and after. The load average is printed before and after; the client shares the two cores.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import shutil
 import socket
@@ -91,6 +94,11 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
     return float(line.split(",")[1].split()[0])
 
 
+def log_start(log: Path) -> float:
+    """When the log's first request was sent (the wall clock, seconds)."""
+    return min(int(line.split()[0]) for line in log.read_text().splitlines() if line.strip()) / 1e6
+
+
 def read_log(log: Path, skip_s: float = 1.0) -> dict[str, list[float]]:
     """The log's durations (ms) by status, past its first ``skip_s`` seconds."""
     rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
@@ -104,10 +112,12 @@ def read_log(log: Path, skip_s: float = 1.0) -> dict[str, list[float]]:
 
 class Probes:
     """GET health and the model's metadata on one kept-alive connection, and health on a new connection each time
-    (as a load balancer's health check may open), every 50 ms until stopped: their latencies, ms."""
+    (as a load balancer's health check may open), every 50 ms until stopped: their latencies, ms, each with when it
+    was sent (the wall clock, as h2load's log has it)."""
 
     def __init__(self, base: str) -> None:
-        self.base, self.seen = base, {"health": [], "metadata": [], "new": []}
+        self.base = base
+        self.seen: dict[str, list[tuple[float, float]]] = {"health": [], "metadata": [], "new": []}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run)
 
@@ -115,13 +125,21 @@ class Probes:
         with httpx.Client(timeout=60) as client:
             while not self.stop.is_set():
                 for name, path in (("health", "/v2/health/ready"), ("metadata", "/v2/models/iris")):
-                    started = time.perf_counter()
+                    sent, started = time.time(), time.perf_counter()
                     client.get(self.base + path)
-                    self.seen[name].append((time.perf_counter() - started) * 1000)
-                started = time.perf_counter()
+                    self.seen[name].append((sent, (time.perf_counter() - started) * 1000))
+                sent, started = time.time(), time.perf_counter()
                 self.fresh_health()
-                self.seen["new"].append((time.perf_counter() - started) * 1000)
+                self.seen["new"].append((sent, (time.perf_counter() - started) * 1000))
                 self.stop.wait(0.05)
+
+    def p99(self, start: float, onset: bool) -> str:
+        """``health / metadata / new`` p99 (ms) of the probes sent in the load's first second (``onset``), or
+        after it."""
+        return " / ".join(
+            f"{_pct([took for sent, took in self.seen[name] if (sent < start + 1.0) == onset], 0.99):.1f}"
+            for name in ("health", "metadata", "new")
+        )
 
     def fresh_health(self) -> None:
         """GET health on a new TCP connection (a raw socket: an HTTP client's own setup is not the server's time),
@@ -137,12 +155,17 @@ class Probes:
                 seen += chunk
 
     def __enter__(self) -> Probes:
+        # The bench process's own full collections (30-40 ms here, over httpx's and the bench's objects) would be
+        # timed as the server's: none run while the probes do.
+        gc.collect()
+        gc.disable()
         self.thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop.set()
         self.thread.join()
+        gc.enable()
 
 
 @contextlib.contextmanager
@@ -182,7 +205,7 @@ def measure(
             before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
             with Probes(base) as probes:
                 reached = h2load(base, connections, work / "load.log", seconds, rps)
-            statuses = read_log(work / "load.log")
+            statuses, start = read_log(work / "load.log"), log_start(work / "load.log")
             counts = Counter({status: len(values) for status, values in statuses.items()})
             ok, refused = statuses.get("200", []), statuses.get("503", [])
             bound = 2 * unloaded + 100
@@ -191,8 +214,7 @@ def measure(
                 f"(capacity {capacity:,.0f}/s) | {dict(sorted(counts.items()))} "
                 f"| {_pct(ok, 0.5):.1f} / {_pct(ok, 0.99):.1f} (bound {bound:.0f}) "
                 f"| {_pct(refused, 0.5):.1f} / {_pct(refused, 0.99):.1f} "
-                f"| {_pct(probes.seen['health'], 0.99):.1f} / {_pct(probes.seen['metadata'], 0.99):.1f} "
-                f"/ {_pct(probes.seen['new'], 0.99):.1f} "
+                f"| {probes.p99(start, onset=False)} | {probes.p99(start, onset=True)} "
                 f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} |"
             )
             print(rows[-1], flush=True)
@@ -213,9 +235,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
     header = [
         "| server | load | statuses | 200 p50 / p99 ms | 503 p50 / p99 ms "
-        "| health / metadata / health on a new connection p99 ms | REJECTED "
+        "| health / metadata / health on a new connection p99 ms | the same in the first second | REJECTED "
         "| RSS MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)

@@ -5,21 +5,24 @@ no model's gate (``admission.py``) sees their queue: past the loop's capacity ev
 others. The loop's own lag shows that queue: a timer due every ``PROBE_S`` runs late by about one turn of the loop,
 and a turn does a little of every request in it.
 
-- A standing queue is a lag over ``TARGET_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
+- A standing queue is a lag over ``STANDING_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
   the loop clears within the interval is no queue) while the loop is busy: its thread used at least ``BUSY`` of the
   time between two probes on the CPU. A loop late because other work (the machine's, or the process's other
   threads) starves its thread is no queue of its own, and refusing would not shorten it. Then the requests in the
   worker are capped a tenth below what it holds (at least ``FLOOR``); when it holds more than it answers in an
-  interval at its measured rate, at what it answers within the target (Little's law: ``rate * TARGET_S``): a sudden
+  interval at its measured rate, at what it answers within ``TARGET_S`` (Little's law: ``rate * TARGET_S``): a sudden
   load that filled the loop with hundreds of requests is cut to that at once, not a tenth a probe while each probe
   waits a long turn, and a queue that just stands is trimmed gently.
 - Before any cap, a request that arrives while the loop is a whole interval late right now (its probe due that long
   and not run yet: the first long turns of a sudden load, before any probe could judge) is refused when the loop
   holds more than ``SUDDEN`` requests, or more than it answers in an interval at its rate: what it holds then
   takes it longer than the interval whatever comes next.
-- While the queue stands the cap shrinks by a tenth a probe; while the loop keeps up and the cap refuses, it grows
-  by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it has refused nothing
-  for ``RELEASE_S``, there is no cap.
+- Once capped, the loop is held to ``TARGET_S``, CoDel's default target and a quarter of what marks a queue: while
+  its lag stays over that for an interval the cap shrinks by a tenth a probe; while the loop keeps within it and the
+  cap refuses, it grows by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it
+  has refused nothing for ``RELEASE_S``, there is no cap. A loop held to a short turn reads a refused request, and
+  a health check, sooner; a loop that keeps up is judged by the longer lag alone, so that a moment's contention for
+  the CPU below capacity refuses nothing.
 
 The HTTP protocol (handler/cli/connections.py) asks ``refuses()`` as an inference request's head is read, and
 answers a refused one 503 with ``Retry-After`` (the time the loop takes to answer what it holds, from its rate)
@@ -48,9 +51,11 @@ RECORD: Final = "oip.loop_shedding.record"
 #: does.
 Record = Callable[[str, "str | None", Overloaded, int], None]
 
-#: The loop's lag above which its requests queue (seconds).
-TARGET_S: Final = 0.02
-#: How long the lag must stay over the target before requests are capped.
+#: The loop's lag which, held for an interval, marks a standing queue in a loop with no cap (seconds).
+STANDING_S: Final = 0.02
+#: The lag a capped loop is held to: CoDel's default target (RFC 8289).
+TARGET_S: Final = 0.005
+#: How long the lag must stay over its threshold before requests are capped, or the cap shrinks.
 INTERVAL_S: Final = 0.1
 #: What a probe in a standing queue multiplies the cap by.
 DECREASE: Final = 0.9
@@ -74,7 +79,7 @@ def overloaded(retry: int) -> Overloaded:
     """The error a request refused by the loop's shedding is answered with, ``retry`` its ``Retry-After``: made once
     per value (it is never raised, only written)."""
     return Overloaded(
-        f"the server is behind: its event loop has run over {TARGET_S * 1000:.0f} ms late for "
+        f"the server is behind: its event loop has run over {STANDING_S * 1000:.0f} ms late for "
         f"{INTERVAL_S * 1000:.0f} ms, and it holds as many requests as it answers in time; retry after {retry} s",
         retry_after=retry,
     )
@@ -136,7 +141,7 @@ class LoopShedding:
     def judge(self, lag: float, now: float, busy: float = 1.0) -> None:
         """Move the cap for a probe ``lag`` seconds late at ``now``, ``busy`` the share of the time since the last
         probe the loop's thread spent on the CPU."""
-        if lag <= TARGET_S or busy < BUSY:
+        if lag <= (STANDING_S if self.cap == math.inf else TARGET_S) or busy < BUSY:
             self._behind_since = None
         elif self._behind_since is None:
             self._behind_since = now

@@ -21,6 +21,7 @@ from handler.inference.loop_shedding import (
     INTERVAL_S,
     PROBE_S,
     RELEASE_S,
+    STANDING_S,
     SUDDEN,
     TARGET_S,
     LoopShedding,
@@ -28,8 +29,10 @@ from handler.inference.loop_shedding import (
 from handler.observability.prometheus import MeteredTelemetry, failure_reason
 from handler.protocol.statistics_counters import Statistics, read_snapshot
 
-LATE = TARGET_S * 2
+LATE = STANDING_S * 2
 ON_TIME = TARGET_S / 4
+#: Late enough to keep a capped loop's queue standing, not to mark one in a loop with no cap.
+BETWEEN = (TARGET_S + STANDING_S) / 2
 
 
 @pytest.fixture
@@ -79,13 +82,14 @@ def test_a_standing_queue_caps_the_requests_a_tenth_below_what_the_loop_holds(
 def test_a_standing_queue_over_what_the_loop_answers_in_time_is_capped_at_that_at_once(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    """Little's law: at 2,500 answers a second the loop answers ``2,500 * TARGET_S`` requests within the target;
-    600 held are cut to that on the first standing probe, not a tenth at a time."""
-    tasks = set(range(600))
+    """Little's law: at 20,000 answers a second the loop answers ``20,000 * TARGET_S`` requests within the target;
+    6,000 held are cut to that on the first standing probe, not a tenth at a time."""
+    tasks = set(range(6000))
     shedding = LoopShedding(loop, tasks)
-    shedding.rate = 2500.0
+    shedding.rate = 20_000.0
+    assert 20_000 * TARGET_S > FLOOR
     _standing(shedding)
-    assert shedding.cap == pytest.approx(max(FLOOR, 2500 * TARGET_S))
+    assert shedding.cap == pytest.approx(20_000 * TARGET_S)
     other = LoopShedding(loop, tasks)
     other.rate = 1.0  # a rate that would set the cap below the floor
     _standing(other)
@@ -128,6 +132,30 @@ def test_the_cap_shrinks_while_the_queue_stands_and_never_below_the_floor(loop: 
     assert caps[1] == pytest.approx(caps[0] * DECREASE)
     assert caps == sorted(caps, reverse=True)
     assert caps[-1] == FLOOR
+
+
+def test_a_capped_loop_is_held_to_the_target_a_loop_with_no_cap_to_the_standing_lag(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A lag between ``TARGET_S`` and ``STANDING_S`` for many intervals (a moment's contention below capacity) sets
+    no cap; once a cap is set, the same lag shrinks it, and a lag within the target lets it grow while it refuses."""
+    tasks = set(range(200))
+    shedding = LoopShedding(loop, tasks)
+    now = 100.0
+    for _ in range(round(5 * INTERVAL_S / PROBE_S)):
+        shedding.judge(BETWEEN, now)
+        now += PROBE_S
+    assert shedding.cap == math.inf
+    now = _standing(shedding, now) + PROBE_S
+    first = shedding.cap
+    for _ in range(round(INTERVAL_S / PROBE_S) + 2):
+        shedding.judge(BETWEEN, now)
+        now += PROBE_S
+    assert shedding.cap < first
+    shrunk = shedding.cap
+    assert shedding.refuses()
+    shedding.judge(ON_TIME, now)
+    assert shedding.cap == pytest.approx(shrunk + 1 + shrunk * INCREASE)
 
 
 def test_the_cap_grows_while_the_loop_keeps_up_and_it_refuses(loop: asyncio.AbstractEventLoop) -> None:
@@ -194,7 +222,7 @@ def test_the_probe_on_a_real_loop_caps_a_loop_blocked_past_the_target(loop: asyn
     capped = loop.create_future()
 
     def hold() -> None:
-        end = time.perf_counter() + 2 * TARGET_S
+        end = time.perf_counter() + 2 * STANDING_S
         while time.perf_counter() < end:  # one long turn of the loop, on the CPU as a request's work is
             pass
         if shedding.cap != math.inf:
