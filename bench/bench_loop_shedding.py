@@ -94,20 +94,16 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
     return float(line.split(",")[1].split()[0])
 
 
-def log_start(log: Path) -> float:
-    """When the log's first request was sent (the wall clock, seconds)."""
-    return min(int(line.split()[0]) for line in log.read_text().splitlines() if line.strip()) / 1e6
-
-
-def read_log(log: Path, skip_s: float = 1.0) -> dict[str, list[float]]:
-    """The log's durations (ms) by status, past its first ``skip_s`` seconds."""
+def read_log(log: Path, skip_s: float = 1.0) -> tuple[dict[str, list[float]], float]:
+    """The log's durations (ms) by status, past its first ``skip_s`` seconds, and when its first request was sent
+    (the wall clock, seconds)."""
     rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
     start = min(int(row[0]) for row in rows)
     by_status: dict[str, list[float]] = {}
     for started, status, took in rows:
         if int(started) - start >= skip_s * 1e6:
             by_status.setdefault(status, []).append(int(took) / 1000)
-    return by_status
+    return by_status, start / 1e6
 
 
 class Probes:
@@ -196,7 +192,7 @@ def measure(
     with server as (base, metrics_port, pid):
         h2load(base, 8, work / "warm.log", 2)
         h2load(base, 1, work / "alone.log", 2)
-        unloaded = _pct(read_log(work / "alone.log", 0).get("200", []), 0.99)
+        unloaded = _pct(read_log(work / "alone.log", 0)[0].get("200", []), 0.99)
         capacity = h2load(base, clients, work / "capacity.log", 4)
         for factor in factors:
             rate = factor * capacity
@@ -205,7 +201,7 @@ def measure(
             before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
             with Probes(base) as probes:
                 reached = h2load(base, connections, work / "load.log", seconds, rps)
-            statuses, start = read_log(work / "load.log"), log_start(work / "load.log")
+            statuses, start = read_log(work / "load.log")
             counts = Counter({status: len(values) for status, values in statuses.items()})
             ok, refused = statuses.get("200", []), statuses.get("503", [])
             bound = 2 * unloaded + 100
