@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 #: ``Dimension``'s bound: "representable as an unsigned 64-bit integer value".
-_U64_MAX: Final = 2**64 - 1
+U64_MAX: Final = 2**64 - 1
 #: The exact types of ``$parameter`` values as orjson gives them (``Parameters``: strict str, bool, int, float).
-_PARAMETER_TYPES: Final = frozenset({str, bool, int, float})
+PARAMETER_TYPES: Final = frozenset({str, bool, int, float})
 #: The most validation errors an answer describes.
 MAX_ERRORS: Final = 5
 
@@ -118,7 +118,7 @@ def _described(exc: ValidationError, where: tuple[Any, ...] = ()) -> list[str]:
 
 
 def _plain_parameters(value: Any) -> bool:
-    return value is None or (type(value) is dict and all(type(v) in _PARAMETER_TYPES for v in value.values()))
+    return value is None or (type(value) is dict and all(type(v) in PARAMETER_TYPES for v in value.values()))
 
 
 def plain_envelope(document: dict[str, Any]) -> Envelope | None:
@@ -140,7 +140,7 @@ def plain_envelope(document: dict[str, Any]) -> Envelope | None:
         if not _plain_parameters(item_parameters):
             return None
         for dimension in shape:
-            if type(dimension) is not int or not 0 <= dimension <= _U64_MAX:
+            if type(dimension) is not int or not 0 <= dimension <= U64_MAX:
                 return None
         plain_inputs.append(Input(name, shape, datatype, item_parameters, item.get("data")))
     if outputs is None:

@@ -94,11 +94,21 @@ def _duplicate_key(text: bytes) -> str | None:
     return None
 
 
+def _raw(text: bytes | memoryview) -> bytes:
+    if isinstance(text, memoryview):
+        return text.obj if isinstance(text.obj, bytes) and text.nbytes == len(text.obj) else text.tobytes()
+    return text
+
+
+def counts_match(text: bytes | memoryview, objects: int, keys: int) -> bool:
+    """Whether the ``{`` and ``:`` bytes of the whole ``text`` are ``objects`` and ``keys``: when a walk of its
+    parsed objects finds as many, no key was given twice."""
+    return _counts(_raw(text)) == (objects, keys)
+
+
 def check_unique_keys(text: bytes | memoryview, document: Any, what: str = "request body") -> None:
     """InvalidInput when an object of the JSON ``text``, parsed as ``document``, gives a name twice."""
-    raw = text
-    if isinstance(text, memoryview):
-        raw = text.obj if isinstance(text.obj, bytes) and text.nbytes == len(text.obj) else text.tobytes()
+    raw = _raw(text)
     objects, keys = _tally(document, whole=False)
     if _counts(raw) == (objects, keys):
         return

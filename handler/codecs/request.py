@@ -25,8 +25,9 @@ from adapters.types import InferCall, Tensor, TensorSpec
 from handler.codecs.binary_data import BINARY_DATA_OUTPUT, decode_binary_data
 from handler.codecs.envelope import envelope, validated_envelope
 from handler.codecs.header_plans import HeaderPlans
+from handler.codecs.json_keys import check_unique_keys
 from handler.codecs.json_numeric import MIN_FAST_BYTES, load_infer_json
-from handler.codecs.request_document import decode_document, load_json_object
+from handler.codecs.request_document import decode_document, json_object, load_json_object
 from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts, check_allocation, element_count
 
 __all__ = [
@@ -47,7 +48,8 @@ class Strategy(StrEnum):
     HEADER_PLANS = "header_plans"
     #: A large JSON text is parsed by simdjson, numeric ``data`` straight into numpy (``json_numeric.py``).
     JSON_SIMD = "json_simd"
-    #: A well-formed envelope is read by hand, pydantic only judging the others (``envelope.py``).
+    #: A well-formed envelope is read by hand, pydantic only judging the others (``envelope.py``); a common one is
+    #: checked and read in one walk (``plain_request.py``).
     PLAIN_ENVELOPE = "plain_envelope"
 
 
@@ -61,7 +63,8 @@ class RequestDecoder:
 
     def __init__(self, strategies: Iterable[Strategy] = STRATEGIES, simd_min_bytes: int = MIN_FAST_BYTES) -> None:
         self.strategies = frozenset(strategies)
-        self._read = envelope if Strategy.PLAIN_ENVELOPE in self.strategies else validated_envelope
+        self._plain = Strategy.PLAIN_ENVELOPE in self.strategies
+        self._read = envelope if self._plain else validated_envelope
         self.plans = HeaderPlans(self._read) if Strategy.HEADER_PLANS in self.strategies else None
         self._simd_min_bytes = simd_min_bytes if Strategy.JSON_SIMD in self.strategies else None
 
@@ -70,11 +73,18 @@ class RequestDecoder:
     ) -> dict[str, Any]:
         """A JSON object (``what`` names it in errors), numeric ``data`` perhaps already converted; a text that
         names more inputs or outputs than ``counts`` allow may be refused before anything is converted."""
+        document, unchecked = self._parse(text, counts, what)
+        if unchecked:
+            check_unique_keys(text, document, what)
+        return document
+
+    def _parse(self, text: bytes | memoryview, counts: TensorCounts, what: str) -> tuple[dict[str, Any], bool]:
+        """``parse``'s document, and whether its keys are still to be checked (``check_unique_keys``)."""
         if self._simd_min_bytes is not None and len(text) >= self._simd_min_bytes:
             document = load_infer_json(text, self._simd_min_bytes, counts, what)
             if document is not None:
-                return document
-        return load_json_object(text, what)
+                return document, False
+        return json_object(text, what), True
 
     def decode_document(
         self,
@@ -110,7 +120,12 @@ class RequestDecoder:
                 call = self.plans.decode(header, binary, max_tensor_bytes, counts)
                 if call is not None:
                     return call
-        return decode_document(self.parse(header, counts), binary, max_tensor_bytes, counts, self._read)
+        document, unchecked = self._parse(header, counts, "request body")
+        if unchecked and not self._plain:
+            check_unique_keys(header, document)
+        # With ``plain_envelope``, the keys of a text parsed here are checked with the rest of its envelope.
+        text = header if unchecked and self._plain else None
+        return decode_document(document, binary, max_tensor_bytes, counts, self._read, text)
 
 
 #: The process's request decoder.

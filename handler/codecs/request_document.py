@@ -21,6 +21,7 @@ from handler.codecs.content_types.base import CONTENT_TYPE
 from handler.codecs.envelope import Envelope, Input
 from handler.codecs.json_keys import check_unique_keys
 from handler.codecs.json_numeric import decode_tensor_data
+from handler.codecs.plain_request import plain_request
 from handler.codecs.s3_references import PENDING, S3_URI, is_reference
 from handler.protocol.checks import (
     check_has_inputs,
@@ -36,14 +37,21 @@ EnvelopeReader = Callable[[dict[str, Any]], Envelope]
 
 
 def load_json_object(data: bytes | memoryview, what: str = "request body") -> dict[str, Any]:
-    """Parse a JSON object with orjson; anything else is InvalidInput."""
+    """Parse a JSON object with orjson; anything else, or an object that gives a key twice, is InvalidInput."""
+    parsed = json_object(data, what)
+    check_unique_keys(data, parsed, what)
+    return parsed
+
+
+def json_object(data: bytes | memoryview, what: str = "request body") -> dict[str, Any]:
+    """Parse a JSON object with orjson, its keys not yet checked (``check_unique_keys``); anything else is
+    InvalidInput."""
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"malformed JSON in {what}: {exc}") from None
     if not isinstance(parsed, dict):
         raise InvalidInput(f"{what} must be a JSON object, got {type(parsed).__name__}")
-    check_unique_keys(data, parsed, what)
     return parsed
 
 
@@ -69,10 +77,21 @@ def _check_counts(document: dict[str, Any], counts: TensorCounts) -> None:
     check_bounds(document)
 
 
-def checked_envelope(document: dict[str, Any], read: EnvelopeReader, counts: TensorCounts = DEFAULT_COUNTS) -> Envelope:
-    """The envelope of a request, within ``counts``, with at least one input and none given twice."""
-    _check_counts(document, counts)
-    request = read(document)
+def checked_envelope(
+    document: dict[str, Any],
+    read: EnvelopeReader,
+    counts: TensorCounts = DEFAULT_COUNTS,
+    text: bytes | memoryview | None = None,
+) -> Envelope:
+    """The envelope of a request, within ``counts``, with at least one input and none given twice. With ``text``
+    (the JSON the document was parsed from, its keys not yet checked), a common request is read in one walk
+    (``plain_request``), any other one step by step."""
+    request = plain_request(text, document, counts) if text is not None else None
+    if request is None:
+        if text is not None:
+            check_unique_keys(text, document)
+        _check_counts(document, counts)
+        request = read(document)
     check_has_inputs(len(request.inputs))
     check_unique_inputs([item.name for item in request.inputs])
     if counts.not_bytes and not (request.parameters and CONTENT_TYPE in request.parameters):
@@ -138,11 +157,16 @@ def requested_outputs(request: Envelope) -> tuple[RequestedOutput, ...]:
 
 
 def decode_document(
-    document: dict[str, Any], binary: memoryview, max_tensor_bytes: int, counts: TensorCounts, read: EnvelopeReader
+    document: dict[str, Any],
+    binary: memoryview,
+    max_tensor_bytes: int,
+    counts: TensorCounts,
+    read: EnvelopeReader,
+    text: bytes | memoryview | None = None,
 ) -> InferCall:
     """Decode a parsed ``$inference_request`` whose binary tensor bytes are ``binary``, its envelope read by
-    ``read``."""
-    request = checked_envelope(document, read, counts)
+    ``read`` (``text``: as ``checked_envelope`` takes it)."""
+    request = checked_envelope(document, read, counts, text)
     tensors: list[Tensor] = []
     offset = 0
     for item in request.inputs:

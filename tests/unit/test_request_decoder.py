@@ -14,6 +14,7 @@ a key given twice and another mistake may be refused for either first (``_allowe
 
 # covers: handler/codecs/envelope.py
 # covers: handler/codecs/header_plans.py
+# covers: handler/codecs/plain_request.py
 # covers: handler/codecs/request_document.py
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from hypothesis import strategies as st
 
 from adapters.errors import V2Error
 from adapters.types import InferCall
+from handler.codecs.bounds import MAX_MEMBERS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TENSOR_PARAMETERS
 from handler.codecs.envelope import plain_envelope
 from handler.codecs.header_plans import MAX_PLANS
+from handler.codecs.plain_request import plain_request
 from handler.codecs.request import DECODER, STRATEGIES, RequestDecoder, Strategy
+from handler.protocol.checks import MAX_DIMS
 from handler.protocol.limits import DEFAULT_COUNTS, TensorCounts
 from handler.protocol.status import status_of
 from tests.support.infer_corpus import requests
@@ -298,6 +302,73 @@ def test_texts_two_parsers_could_read_differently_decode_as_pydantic_decodes_the
     """A byte order mark, repeated keys, NUL in a key, brackets in strings, deep nesting, big numbers, truncation,
     null as NaN in a large body."""
     assert_as_pydantic(text)
+
+
+# -- at the envelope's bounds -----------------------------------------------------------------------------------
+
+_AT = {"name": "a", "shape": [2], "datatype": "FP32", "data": [1, 2]}
+
+
+def _request(**changes: Any) -> dict[str, Any]:
+    """A request of one input (``input`` changes it) and one output, ``changes`` applied."""
+    item = {**_AT, **changes.pop("input", {})}
+    return {"id": "r", "inputs": [item], "outputs": [{"name": "o", **changes.pop("output", {})}], **changes}
+
+
+def _many(count: int, value: Any = 1, width: int = 1) -> dict[str, Any]:
+    return {f"p{i:0{width}}": value for i in range(count)}
+
+
+EDGES = {
+    "id at the bound": _request(id="i" * MAX_NAME_CHARS),
+    "id past it": _request(id="i" * (MAX_NAME_CHARS + 1)),
+    "name past it": _request(input={"name": "n" * (MAX_NAME_CHARS + 1)}),
+    "datatype past it": _request(input={"datatype": "F" * (MAX_NAME_CHARS + 1)}),
+    "output name past it": _request(output={"name": "o" * (MAX_NAME_CHARS + 1)}),
+    "dimensions at the bound": _request(input={"shape": [1] * MAX_DIMS, "data": [0]}),
+    "dimensions past it": _request(input={"shape": [1] * (MAX_DIMS + 1), "data": [0]}),
+    "parameters at the bound": _request(parameters=_many(MAX_PARAMETERS)),
+    "parameters past it": _request(parameters=_many(MAX_PARAMETERS + 1)),
+    "input parameters past it": _request(input={"parameters": _many(MAX_TENSOR_PARAMETERS + 1)}),
+    "output parameters past it": _request(output={"parameters": _many(MAX_TENSOR_PARAMETERS + 1)}),
+    "a parameter name past it": _request(parameters={"p" * (MAX_NAME_CHARS + 1): 1}),
+    "an input parameter name past it": _request(input={"parameters": {"p" * (MAX_NAME_CHARS + 1): 1}}),
+    "members past it": _request(input={f"x{i}": 1 for i in range(MAX_MEMBERS + 1)}),
+    "a request member of its own": _request(model_name="m"),
+    "an output's shape past it": _request(output={"shape": [1] * (MAX_DIMS + 1)}),
+    "nested data holding an object": _request(input={"data": [[1], {"a": 1}]}),
+    "data an object": _request(input={"data": {"a": 1}}),
+    "braces and colons in strings": _request(id="{:}", input={"parameters": {"{": "a:b"}}),
+    "a parameter object as a value": _request(parameters={"p": {"q": 1}}),
+}
+#: Members given twice in the requests above: the request's id, an input's name and datatype, an output's name.
+REPEATED = [b'"id":"r"', b'"name":"a"', b'"datatype":"FP32"', b'"name":"o"']
+
+
+@pytest.mark.parametrize("counts", COUNTS, ids=["default", "one input", "a model's"])
+@pytest.mark.parametrize("document", list(EDGES.values()), ids=list(EDGES))
+def test_requests_at_the_envelopes_bounds_decode_as_pydantic_decodes_them(
+    document: dict[str, Any], counts: TensorCounts
+) -> None:
+    """Each bound of ``bounds.py`` at and past its value, members the protocol does not name, and objects where
+    numbers are expected: the common request's one walk (``plain_request.py``) leaves each to the steps that judge
+    it; with a key given twice, too."""
+    text = orjson.dumps(document)
+    assert_as_pydantic(text, None, counts)
+    for member in REPEATED:
+        if member in text:
+            assert_as_pydantic(text.replace(member, member + b"," + member, 1), None, counts)
+
+
+def test_the_one_walk_takes_the_common_request_and_leaves_the_others() -> None:
+    """Without this, the test above could pass with the walk never taken."""
+    text = orjson.dumps(_request(parameters=_many(3)))
+    assert plain_request(text, orjson.loads(text), DEFAULT_COUNTS) is not None
+    for name in ("id past it", "dimensions past it", "parameters past it", "members past it", "data an object"):
+        text = orjson.dumps(EDGES[name])
+        assert plain_request(text, orjson.loads(text), DEFAULT_COUNTS) is None, name
+    repeated = orjson.dumps(_request()).replace(b'"id":"r"', b'"id":"r","id":"r"')
+    assert plain_request(repeated, orjson.loads(repeated), DEFAULT_COUNTS) is None
 
 
 # -- generated binary requests ----------------------------------------------------------------------------------
