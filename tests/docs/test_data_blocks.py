@@ -259,8 +259,9 @@ def test_oip_serve_starts_with_the_lines_shown(block: Block, tmp_path: Path) -> 
         last = block.code.strip().splitlines()[-1].split(":", 1)[1].strip()
         wait_for(lambda: last in server.child.text(), "the start-up log's last line", detail=server.child.text)
         written = server.child.text().splitlines()
-    shown = block.code.replace("8000", str(server.port)).replace("8001", str(server.grpc_port))
-    shown = shown.replace("8002", str(server.metrics_port)).replace("4242", str(server.pid))
+    # In one pass: a port can hold the page's pid (42421 holds 4242), which a second replacement would change.
+    ours = {"8000": server.port, "8001": server.grpc_port, "8002": server.metrics_port, "4242": server.pid}
+    shown = re.sub(r"\b(?:8000|8001|8002|4242)\b", lambda match: str(ours[match.group()]), block.code)
     shown = re.sub(r"\b\d+ inference requests", "... inference requests", shown)
     position = 0
     for line in shown.strip().splitlines():

@@ -19,6 +19,7 @@ import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,12 @@ class _Resolver:
 
 def environment_variables(directories: tuple[str, ...] = SCANNED) -> dict[str, set[str]]:
     """Every environment variable the code under ``directories`` reads -> the modules that read it."""
+    return {name: set(modules) for name, modules in _environment_variables(directories).items()}
+
+
+@cache
+def _environment_variables(directories: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """``environment_variables``, scanned once per test process (every page's test reads the same code)."""
     modules = list(_modules(directories))
     resolver = _Resolver(modules)
     found: dict[str, set[str]] = {}
@@ -213,7 +220,7 @@ def environment_variables(directories: tuple[str, ...] = SCANNED) -> dict[str, s
         for key in _read_keys(module):
             for name in resolver.names(key):
                 found.setdefault(name, set()).add(module.name)
-    return found
+    return {name: frozenset(readers) for name, readers in found.items()}
 
 
 def cli_help(*command: str) -> str:

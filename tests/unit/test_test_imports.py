@@ -52,9 +52,15 @@ def imported_names(source: str) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.module.split(".")[0]
 
 
+@cache
+def import_owners() -> dict[str, list[str]]:
+    """Top-level import name -> the installed distributions that provide it (a scan of every installed RECORD)."""
+    return metadata.packages_distributions()
+
+
 def foreign_imports(source: str) -> list[str]:
     """The imports of ``source`` that neither the project, the standard library nor the ``dev`` extra provide."""
-    owners = metadata.packages_distributions()
+    owners = import_owners()
     allowed = dev_distributions()
     return [
         f"line {line}: {name}"
