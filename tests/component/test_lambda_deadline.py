@@ -13,14 +13,16 @@ from typing import Any
 
 import pytest
 
-from tests.support import lambda_process, overload_models
+from tests.support import lambda_process, onnx_models, overload_models
 from tests.support.lambda_process import http_event
 
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """"slow": a model whose run ends only when it is stopped (``overload_models.forever``), on no machine's speed."""
     root = tmp_path_factory.mktemp("lambda_deadline")
-    return overload_models.repository(root, {"slow": overload_models.config("slow", 0)}, k=20000)
+    onnx_models.save(overload_models.forever(), root, "slow", config=overload_models.config("slow", 0))
+    return root
 
 
 def invoke(
