@@ -57,7 +57,9 @@ def test_the_watchdog_survives_an_exception_in_its_loop_and_keeps_stopping_runs(
     assert len(logged) == 1 and logged[0].exc_info is not None  # logged once, with its traceback
 
 
-@pytest.mark.parametrize("at", [math.inf, math.nan, 1e300, time.monotonic() + 2**63 / 1e6])
+@pytest.mark.parametrize(
+    "at", [math.inf, math.nan, 1e300, time.monotonic() + 2**63 / 1e6], ids=["inf", "nan", "1e300", "2**63 us on"]
+)
 def test_a_deadline_the_clock_cannot_wait_for_is_watched_as_the_longest_one(at: float) -> None:
     watchdog = Watchdog()
     watchdog.watch(ort.RunOptions(), at)
