@@ -19,7 +19,7 @@ from tests.support.lambda_process import http_event
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """"slow": a model whose run ends only when it is stopped (``overload_models.forever``), on no machine's speed."""
+    """The model "slow" runs until it is stopped (``overload_models.forever``): no machine is too fast for it."""
     root = tmp_path_factory.mktemp("lambda_deadline")
     onnx_models.save(overload_models.forever(), root, "slow", config=overload_models.config("slow", 0))
     return root
