@@ -17,9 +17,9 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 #: ``Dimension``'s bound: "representable as an unsigned 64-bit integer value".
-U64_MAX: Final = 2**64 - 1
+_U64_MAX: Final = 2**64 - 1
 #: The exact types of ``$parameter`` values as orjson gives them (``Parameters``: strict str, bool, int, float).
-PARAMETER_TYPES: Final = frozenset({str, bool, int, float})
+_PARAMETER_TYPES: Final = frozenset({str, bool, int, float})
 #: The most validation errors an answer describes.
 MAX_ERRORS: Final = 5
 
@@ -117,8 +117,32 @@ def _described(exc: ValidationError, where: tuple[Any, ...] = ()) -> list[str]:
     return parts
 
 
-def _plain_parameters(value: Any) -> bool:
-    return value is None or (type(value) is dict and all(type(v) in PARAMETER_TYPES for v in value.values()))
+def plain_parameters(value: Any) -> bool:
+    """No parameters, or an object of values of the exact types ``Parameters`` takes."""
+    return value is None or (type(value) is dict and all(type(v) in _PARAMETER_TYPES for v in value.values()))
+
+
+def plain_input(item: Any) -> Input | None:
+    """One ``$request_input`` in the shapes JSON gives, without pydantic; None to let it decide."""
+    if type(item) is not dict:
+        return None
+    name, shape, datatype = item.get("name"), item.get("shape"), item.get("datatype")
+    parameters = item.get("parameters")
+    if type(name) is not str or type(datatype) is not str or type(shape) is not list:
+        return None
+    if not plain_parameters(parameters):
+        return None
+    for dimension in shape:
+        if type(dimension) is not int or not 0 <= dimension <= _U64_MAX:
+            return None
+    return Input(name, shape, datatype, parameters, item.get("data"))
+
+
+def plain_output(item: Any) -> Output | None:
+    """One ``$request_output`` in the shapes JSON gives, without pydantic; None to let it decide."""
+    if type(item) is not dict or type(item.get("name")) is not str or not plain_parameters(item.get("parameters")):
+        return None
+    return Output(item["name"], item.get("parameters"))
 
 
 def plain_envelope(document: dict[str, Any]) -> Envelope | None:
@@ -127,29 +151,22 @@ def plain_envelope(document: dict[str, Any]) -> Envelope | None:
     request_id, parameters = document.get("id"), document.get("parameters")
     if type(inputs) is not list or not (request_id is None or type(request_id) is str):
         return None
-    if not _plain_parameters(parameters):
+    if not plain_parameters(parameters):
         return None
     plain_inputs = []
     for item in inputs:
-        if type(item) is not dict:
+        read = plain_input(item)
+        if read is None:
             return None
-        name, shape, datatype = item.get("name"), item.get("shape"), item.get("datatype")
-        item_parameters = item.get("parameters")
-        if type(name) is not str or type(datatype) is not str or type(shape) is not list:
-            return None
-        if not _plain_parameters(item_parameters):
-            return None
-        for dimension in shape:
-            if type(dimension) is not int or not 0 <= dimension <= U64_MAX:
-                return None
-        plain_inputs.append(Input(name, shape, datatype, item_parameters, item.get("data")))
+        plain_inputs.append(read)
     if outputs is None:
         return Envelope(request_id, parameters, plain_inputs, None)
     if type(outputs) is not list:
         return None
     plain_outputs = []
     for item in outputs:
-        if type(item) is not dict or type(item.get("name")) is not str or not _plain_parameters(item.get("parameters")):
+        wanted = plain_output(item)
+        if wanted is None:
             return None
-        plain_outputs.append(Output(item["name"], item.get("parameters")))
+        plain_outputs.append(wanted)
     return Envelope(request_id, parameters, plain_inputs, plain_outputs)

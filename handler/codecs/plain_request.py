@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from handler.codecs.bounds import MAX_NAME_CHARS, MAX_PARAMETERS, MAX_TENSOR_PARAMETERS
 from handler.codecs.content_types.base import CONTENT_TYPE
-from handler.codecs.envelope import PARAMETER_TYPES, U64_MAX, Envelope, Input, Output
+from handler.codecs.envelope import Envelope, Input, Output, plain_input, plain_output, plain_parameters
 from handler.codecs.json_keys import counts_match
 from handler.protocol.checks import MAX_DIMS
 from handler.protocol.limits import TensorCounts
@@ -25,50 +25,53 @@ _INPUT_KEYS: Final = frozenset({"name", "shape", "datatype", "parameters", "data
 _OUTPUT_KEYS: Final = frozenset({"name", "parameters"})
 
 
-def _plain_parameters(value: Any, limit: int) -> bool:
-    """A parameters object of at most ``limit`` plain values under names within the bound."""
-    if type(value) is not dict or len(value) > limit:
-        return False
-    return all(type(item) in PARAMETER_TYPES and len(key) <= MAX_NAME_CHARS for key, item in value.items())
+def _within(parameters: Any, limit: int) -> bool:
+    """A parameters object (or none) of at most ``limit`` entries, under names within the bound."""
+    if parameters is None:
+        return True
+    return (
+        type(parameters) is dict and len(parameters) <= limit and all(len(key) <= MAX_NAME_CHARS for key in parameters)
+    )
 
 
 def _name(value: Any) -> bool:
     return type(value) is str and len(value) <= MAX_NAME_CHARS
 
 
+def _holds(item: dict[str, Any]) -> tuple[int, int]:
+    """The objects and keys of the request, an input or an output: itself, and its parameters object if it has one."""
+    parameters = item.get("parameters")
+    return (1, len(item)) if parameters is None else (2, len(item) + len(parameters))
+
+
 def _input(item: Any) -> tuple[Input, int, int] | None:
-    """An input, and the objects and keys it holds; None for one the steps must judge."""
+    """An input, and the objects and keys it holds; None for one the steps must judge. Objects inside ``data`` are
+    not counted: the text then holds more than the walk counts, and the steps judge it."""
     if type(item) is not dict or not item.keys() <= _INPUT_KEYS:
         return None
-    name, shape, datatype = item.get("name"), item.get("shape"), item.get("datatype")
-    if not (_name(name) and _name(datatype)) or type(shape) is not list or len(shape) > MAX_DIMS:
+    shape = item.get("shape")
+    if type(shape) is list and len(shape) > MAX_DIMS:  # before its dimensions are walked
         return None
-    for dimension in shape:
-        if type(dimension) is not int or not 0 <= dimension <= U64_MAX:
-            return None
-    objects, keys = 1, len(item)
-    parameters = item.get("parameters")
-    if parameters is not None:
-        if not _plain_parameters(parameters, MAX_TENSOR_PARAMETERS):
-            return None
-        objects, keys = 2, keys + len(parameters)
-    # Objects inside ``data`` are not counted: the text then holds more than the walk counts, and the steps judge it.
-    return Input(name, shape, datatype, parameters, item.get("data")), objects, keys
+    read = plain_input(item)
+    if read is None or not (_name(read.name) and _name(read.datatype)):
+        return None
+    if not _within(read.parameters, MAX_TENSOR_PARAMETERS):
+        return None
+    return read, *_holds(item)
 
 
-def _outputs(value: Any) -> tuple[list[Output], int, int] | None:
+def _outputs(value: list[Any]) -> tuple[list[Output], int, int] | None:
     """The requested outputs, and the objects and keys they hold; None for any the steps must judge."""
     outputs, objects, keys = [], 0, 0
     for item in value:
-        if type(item) is not dict or not item.keys() <= _OUTPUT_KEYS or not _name(item.get("name")):
+        wanted = plain_output(item)
+        if wanted is None or not item.keys() <= _OUTPUT_KEYS or not _name(wanted.name):
             return None
-        parameters = item.get("parameters")
-        if parameters is not None:
-            if not _plain_parameters(parameters, MAX_TENSOR_PARAMETERS):
-                return None
-            objects, keys = objects + 1, keys + len(parameters)
-        outputs.append(Output(item["name"], parameters))
-        objects, keys = objects + 1, keys + len(item)
+        if not _within(wanted.parameters, MAX_TENSOR_PARAMETERS):
+            return None
+        outputs.append(wanted)
+        held = _holds(item)
+        objects, keys = objects + held[0], keys + held[1]
     return outputs, objects, keys
 
 
@@ -86,11 +89,9 @@ def plain_request(text: bytes | memoryview, document: dict[str, Any], counts: Te
     mapped = type(parameters) is dict and CONTENT_TYPE in parameters
     if len(inputs) > max(counts.inputs, counts.mapped_inputs) or wanted > counts.outputs:
         return None  # refused by the counts, after the keys are checked
-    objects, keys = 1, len(document)
-    if parameters is not None:
-        if not _plain_parameters(parameters, MAX_PARAMETERS):
-            return None
-        objects, keys = 2, keys + len(parameters)
+    if not (plain_parameters(parameters) and _within(parameters, MAX_PARAMETERS)):
+        return None
+    objects, keys = _holds(document)
     read: list[Input] = []
     for item in inputs:
         plain = _input(item)
