@@ -47,6 +47,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BODY = b'{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[5.1,3.5,1.4,0.2]}]}'
 #: Requests each connection sends a second: the connections are the rate over this.
 PER_CONNECTION = 10
+#: The load's onset (s): its connections opening, each with its first request at once. Its statuses and latencies
+#: are left out; the probes' are shown apart.
+ONSET_S = 1.0
 
 
 @contextlib.contextmanager
@@ -94,7 +97,7 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
     return float(line.split(",")[1].split()[0])
 
 
-def read_log(log: Path, skip_s: float = 1.0) -> tuple[dict[str, list[float]], float]:
+def read_log(log: Path, skip_s: float = ONSET_S) -> tuple[dict[str, list[float]], float]:
     """The log's durations (ms) by status, past its first ``skip_s`` seconds, and when its first request was sent
     (the wall clock, seconds)."""
     rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
@@ -130,10 +133,10 @@ class Probes:
                 self.stop.wait(0.05)
 
     def p99(self, start: float, onset: bool) -> str:
-        """``health / metadata / new`` p99 (ms) of the probes sent in the load's first second (``onset``), or
+        """``health / metadata / new`` p99 (ms) of the probes sent in the load's first ``ONSET_S`` (``onset``), or
         after it."""
         return " / ".join(
-            f"{_pct([took for sent, took in self.seen[name] if (sent < start + 1.0) == onset], 0.99):.1f}"
+            f"{_pct([took for sent, took in self.seen[name] if (sent < start + ONSET_S) == onset], 0.99):.1f}"
             for name in ("health", "metadata", "new")
         )
 
