@@ -8,19 +8,19 @@ drain (measured, at least a second). Health, metadata, statistics and metrics ne
 answer stays within what a client accepts: twice the model's unloaded run plus the queueing target (``2 * alone +
 target``, ``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is a p99 within twice the unloaded p99
 plus the target; ``alone`` is the measured time of a request that ran alone (the minimum Vegas measures against).
-The time to its answer is the run in progress's remaining time (``run - elapsed``, none once it has run its measured
-time) plus one run for each run behind it, the request's own last: ``ceil((inflight + 1) / parallel) - 1`` runs,
-``parallel`` how many requests one run takes (the dynamic batch, else one), each counted at its mean time plus twice
-its spread (as TCP's retransmission timeout counts a round trip), so that runs that vary do not carry the p99 past
-the bound. ``run`` is measured as the time between
-answers while the model stays busy (or a request's own time when it found the model idle); a faster run counts more
-than a slower one, so one stalled run is forgotten quickly. A request with its own deadline (gRPC deadline, Lambda's
-remaining time) is admitted while its answer comes within it instead, and refused with the deadline's 504 /
-DEADLINE_EXCEEDED otherwise. Each model has its own gate, so a slow model that is saturated refuses its own requests
-and never a fast model's. A model with its own queue policy (``max_queue_size`` or a queue timeout in config.pbtxt),
-one served by Triton, and one not measured yet are bounded by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set:
-the operator's bound, and no adaptive gate unless ``OIP_ADMISSION_TARGET_MS`` is set too;
-``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
+The time to its answer follows Little's law: the requests ahead of it over the rate the model answers them, the
+model's measured busy time per answer (``interval``), whether its runs take one request each, a dynamic batch, or
+overlap in worker threads: what is left of the answer in progress (``interval`` since the last answer, none once
+that has passed), one ``interval`` for each other request in flight and one for its own, plus twice how far answers
+have come from that expectation (their mean deviation, as TCP's retransmission timeout counts a round trip), so that
+the accepted p99, not only the mean, keeps the bound. The requests admitted before a model's first answer run at
+once; the first estimate waits for all of them. A request with its own deadline (gRPC deadline, Lambda's remaining
+time) is admitted while its answer comes within it instead, and refused with the deadline's 504 / DEADLINE_EXCEEDED
+otherwise. Each model has its own gate, so a slow model that is saturated refuses its own requests and never a fast
+model's. A model with its own queue policy (``max_queue_size`` or a queue timeout in config.pbtxt), one served by
+Triton, and one not measured yet are bounded by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's
+bound, and no adaptive gate unless ``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the
+gates off.
 
 **Per worker** (``Admission.limit``): ``OIP_MAX_INFLIGHT``, else ``default_inflight``, a safety bound (64 requests
 per core plus two of the largest dynamic batch) that keeps a burst from piling up memory before any model is
@@ -45,10 +45,17 @@ if TYPE_CHECKING:
 DEFAULT_TARGET_MS: Final = 100
 #: Most models with a gate of their own in a process (names come from the repository, never from a client).
 MAX_GATES: Final = 1024
-#: Weight of a new run-time sample; a faster one counts more, so one stalled run is forgotten quickly.
+#: Weight of a new sample of a request's time alone; a faster one counts more, so one stalled run is forgotten
+#: quickly.
 _RISE, _FALL = 0.2, 0.5
-#: Weight of a new deviation in a run time's spread (RFC 6298's beta).
-_SPREAD = 0.25
+#: The answers a model's time per answer is measured over: each older answer weighs ``1 - 1 / WINDOW`` of the next.
+WINDOW: Final = 32
+_KEEP: Final = 1 - 1 / WINDOW
+
+#: What ``ModelGate.enter`` gives and ``leave`` takes back: the admission time and the expected answer time.
+Admitted = tuple[float, float]
+#: ``Admitted`` of a request no gate counted.
+UNGATED: Final[Admitted] = (0.0, 0.0)
 
 
 class Overloaded(V2Error):
@@ -91,19 +98,22 @@ def gate_parallelism(config: Any, batching: bool) -> int | None:
 
 
 class ModelGate:
-    """One model's adaptive admission: its requests in flight, its measured run time (s; 0 until measured) and
-    when its run in progress started, on ``clock`` (``time.monotonic``; a test gives its own)."""
+    """One model's adaptive admission: its requests in flight and its measured time per answer while busy, on
+    ``clock`` (``time.monotonic``; a test gives its own)."""
 
     __slots__ = (
         "alone_from",
         "alone_s",
+        "answers",
+        "busy_s",
         "clock",
+        "cohort",
         "inflight",
+        "interval_s",
+        "last",
         "name",
         "parallel",
         "refused",
-        "run_s",
-        "run_started",
         "spread_s",
         "target_s",
     )
@@ -114,52 +124,51 @@ class ModelGate:
         self.target_s = target_s
         self.clock = clock
         self.inflight = 0
-        self.run_s = 0.0
-        #: How far run times stray from ``run_s`` (their mean deviation, as TCP's ``rttvar``): a request queued
-        #: behind a run counts it at ``run_s + 2 * spread_s``, so that a model whose runs vary is not admitted past
-        #: its bound on the mean alone.
+        #: The answers counted and the busy time they took, each older answer weighing ``1 - 1 / WINDOW`` of the
+        #: next: their ratio is the model's time per answer while busy (``interval_s``).
+        self.answers = 0.0
+        self.busy_s = 0.0
+        #: ``busy_s / answers`` once measured; 0 before.
+        self.interval_s = 0.0
+        #: The last answer's time, or when the model went busy after it: where the next answer's busy time starts.
+        self.last = 0.0
+        #: Requests still to leave before the first estimate counts: those in flight at the model's first answer,
+        #: admitted before anything was measured, run at once, so the first answer alone would count them as runs
+        #: one after the other; 0 once measured.
+        self.cohort = -1
+        #: How far answers come from the time expected at their admission (their mean deviation, as TCP's
+        #: ``rttvar``).
         self.spread_s = 0.0
         #: The time of a request that ran alone (admitted to an idle model, none admitted before its answer): the
         #: unloaded run the accepted latency is held to (s; 0 until measured).
         self.alone_s = 0.0
         #: The admission time of the request running alone now, if one is.
         self.alone_from: float | None = None
-        #: When the run in progress started: the last answer, or the admission that found the model idle.
-        self.run_started = 0.0
         self.refused = 0
 
-    def runs_for(self, ahead: int) -> int:
-        """The runs a request admitted with ``ahead`` requests before it waits for, its own included."""
-        return -(-(ahead + 1) // self.parallel)
-
-    def remaining_s(self, now: float) -> float:
-        """What is left of the run in progress: ``run - elapsed``, none once it has run its measured time."""
-        return min(max(self.run_s - (now - self.run_started), 0.0), self.run_s)
-
     def answer_s(self, now: float) -> float:
-        """When a request admitted now would be answered, from now: the run in progress's remaining time, then
-        the runs behind it, its own last."""
+        """When a request admitted now would be answered, from now: what is left of the answer in progress (one
+        interval since the last answer, none once that has passed), then one interval for each other request in
+        flight and one for its own (Little's law: the requests ahead over the rate the model answers them), and
+        twice how far answers have come from that expectation, so that the accepted p99, not only the mean, keeps
+        the bound."""
+        interval = self.interval_s
         if not self.inflight:
-            return self.run_s
-        return self.remaining_s(now) + (self.runs_for(self.inflight) - 1) * self.queued_run_s()
-
-    def queued_run_s(self) -> float:
-        """What one run behind the run in progress counts for: its mean time and twice its spread."""
-        return self.run_s + 2 * self.spread_s
+            return interval + 2 * self.spread_s
+        remaining = min(max(interval - (now - self.last), 0.0), interval)
+        return remaining + self.inflight * interval + 2 * self.spread_s
 
     def drain_s(self) -> float:
         """The time the requests in flight take to be answered, as measured."""
-        if not self.inflight:
-            return 0.0
-        return self.remaining_s(self.clock()) + (self.runs_for(self.inflight - 1) - 1) * self.run_s
+        return self.inflight * self.interval_s
 
     def bound_s(self) -> float:
         """The answer time a request is admitted within: twice the unloaded run plus the target."""
-        return 2 * (self.alone_s or self.run_s) + self.target_s
+        return 2 * (self.alone_s or self.interval_s) + self.target_s
 
     def admits(self, deadline: Deadline | None) -> None:
         """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
-        if not self.run_s or not self.inflight:
+        if not self.interval_s or not self.inflight:
             return
         expected = self.answer_s(self.clock())
         if deadline is not None:
@@ -181,43 +190,50 @@ class ModelGate:
             retry_after=_retry_after(drain),
         )
 
-    def enter(self) -> float:
-        """Count one admitted request in; its admission time on the gate's clock."""
+    def enter(self) -> Admitted:
+        """Count one admitted request in: its admission time on the gate's clock, and when it is expected to be
+        answered (0: not measured yet)."""
         now = self.clock()
         if not self.inflight:
-            self.run_started = now  # the model was idle: its run starts now
+            self.last = now  # the model was idle: it is busy from now
+        due = now + self.answer_s(now) - 2 * self.spread_s if self.interval_s else 0.0
         self.alone_from = None if self.inflight else now
         self.inflight += 1
-        return now
+        return now, due
 
-    def leave(self, admitted: float, answered: bool) -> None:
-        """Count out a request admitted at ``admitted``; ``answered``: it ran to a result, so it ends a run.
-
-        One run's time is the time since the previous answer (or since the request's own admission, when the model
-        was idle then): what the model's throughput gives each request, however many run at once. Answers closer
-        together than half a run came from one run (a batch, or runs sharing the cores): the first measures it."""
+    def leave(self, admitted: Admitted, answered: bool) -> None:
+        """Count out a request ``enter`` admitted; ``answered``: it ran to a result, so it ends a stretch of the
+        model's busy time (since the previous answer, or since the model went busy), one answer's share, and
+        shows how far from its expected time it came."""
         now = self.clock()
-        self.inflight -= 1
-        if not answered:
-            return  # refused on the way (a bad request, a passed deadline): no run ended
-        if self.alone_from == admitted:
-            self.alone_s = _average(self.alone_s, now - admitted)
-        started = max(self.run_started, admitted)
-        took = now - started
-        run = self.run_s
-        if run and took < run / 2 and admitted < self.run_started:
-            return  # the same run as the previous answer
-        self.run_started = now
-        self.measured(took)
+        inflight = self.inflight
+        self.inflight = inflight - 1
+        if answered:
+            since, due = admitted
+            if self.alone_from == since:
+                self.alone_s = _average(self.alone_s, now - since)
+            if due:
+                self.spread_s = self.spread_s * _KEEP + abs(now - due) * (1 - _KEEP)
+            self.measured(now - self.last, inflight)
+            self.last = now
+        if self.cohort < 0 and answered:
+            self.cohort = inflight  # this answer and the requests admitted with it, all before any estimate
+        if self.cohort > 0:
+            self.cohort -= 1
+            if not self.cohort:
+                self.interval_s = self.busy_s / self.answers
 
-    def measured(self, sample_s: float) -> None:
-        """One run's measured time, between two answers (``_average``), and its spread (a quarter of each new
-        deviation, as TCP's ``rttvar``; a deviation counts for one run at most, so that one stalled run, a pause of
-        the whole process, cannot make a fast model look many runs long)."""
-        if self.run_s:
-            deviation = min(abs(sample_s - self.run_s), self.run_s)
-            self.spread_s += _SPREAD * (deviation - self.spread_s)
-        self.run_s = _average(self.run_s, sample_s)
+    def measured(self, busy_s: float, inflight: int) -> None:
+        """One answer after ``busy_s`` of the model's busy time, with ``inflight`` requests in flight: counted at most
+        as twice their measured share, so that a pause of the whole process (a stalled thread, a collection) cannot
+        make the model look many times slower; a model that really is slower is followed within a few answers."""
+        interval = self.interval_s
+        if interval:
+            busy_s = min(busy_s, 2 * max(inflight, self.parallel) * interval)
+        self.answers = self.answers * _KEEP + 1.0
+        self.busy_s = self.busy_s * _KEEP + busy_s
+        if interval:
+            self.interval_s = self.busy_s / self.answers
 
 
 def _average(estimate: float, sample: float) -> float:
@@ -241,7 +257,7 @@ class Ticket:
 
     def __init__(self, admission: Admission, gate: ModelGate | None) -> None:
         self.admission, self.gate = admission, gate
-        self.admitted = gate.enter() if gate is not None else 0.0
+        self.admitted = gate.enter() if gate is not None else UNGATED
 
     def leave(self, answered: bool = True) -> None:
         """Count the request out; ``answered``: it ran to a result, so its time measures the model."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from adapters import deadline as deadlines
-from handler.inference.admission import Admission, ModelGate
+from handler.inference.admission import UNGATED, Admission, Admitted, ModelGate
 from handler.inference.byte_budget import ByteBudget, Held
 from handler.observability.telemetry import InferObservation, Telemetry
 
@@ -30,7 +30,7 @@ class Ledger(Held):
         #: The admission that counts the request in (``admit``) until it ``leave``s; None outside.
         self.admission: Admission | None = None
         self.gate: ModelGate | None = None
-        self.admitted = 0.0
+        self.admitted: Admitted = UNGATED
 
     def __enter__(self) -> Ledger:
         return self

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ from adapters.errors import InternalError
 from adapters.onnx.batcher import Batcher, batch_key
 from adapters.onnx.queue_policy import BatchingPolicy, QueueFull
 from adapters.repository.model_config import parse_model_config
-from handler.inference.admission import Admission, ModelGate, Overloaded, gate_parallelism
+from handler.inference.admission import Admission, Admitted, ModelGate, Overloaded, gate_parallelism
 from handler.observability.prometheus import MeteredTelemetry, failure_reason
 from handler.protocol.statistics_counters import FAILURE_REASONS, Statistics, read_snapshot, retire
 from handler.protocol.status import HTTP_STATUS
@@ -40,7 +42,7 @@ def _gate(run_s: float, parallel: int = 1, target_s: float = 0.1, clock: Clock |
     admitted = gate.enter()
     clock.now += run_s
     gate.leave(admitted, answered=True)
-    assert gate.run_s == pytest.approx(run_s) and gate.inflight == 0
+    assert gate.interval_s == pytest.approx(run_s) and gate.inflight == 0
     return gate
 
 
@@ -53,7 +55,7 @@ def test_an_unmeasured_model_admits_up_to_the_workers_bound_only() -> None:
     assert "OIP_MAX_INFLIGHT" in caught.value.message and caught.value.retry_after == 1
     for ticket in tickets:
         ticket.leave(answered=False)  # failures measure nothing
-    assert gate.run_s == 0 and gate.inflight == admission.inflight == 0
+    assert gate.interval_s == 0 and gate.inflight == admission.inflight == 0
 
 
 def test_a_slow_model_admits_a_third_request_once_the_run_in_progress_is_within_the_target_of_its_end() -> None:
@@ -92,19 +94,75 @@ def test_a_run_past_its_measured_time_counts_as_ending_and_retry_after_follows_t
         admission.enter("slow")
 
 
-def test_an_answer_starts_the_next_run_and_measures_the_time_between_answers() -> None:
+class Busy:
+    """Requests kept in flight at a gate, one answered after the other: each answer's place is taken by a new
+    request."""
+
+    def __init__(self, gate: ModelGate, clock: Clock) -> None:
+        self.gate, self.clock = gate, clock
+        self.tickets: deque[Admitted] = deque()
+
+    def answer(self, runs: Iterable[float], depth: int = 2) -> None:
+        """Fill the gate to ``depth`` in flight; then each of ``runs`` is the time to the next answer."""
+        while len(self.tickets) < depth:
+            self.tickets.append(self.gate.enter())
+        for run in runs:
+            self.clock.now += run
+            self.gate.leave(self.tickets.popleft(), answered=True)
+            self.tickets.append(self.gate.enter())
+
+
+def test_an_answer_measures_the_busy_time_since_the_one_before() -> None:
     clock = Clock()
     gate = _gate(0.3, clock=clock)
     admission = Admission(1000, lambda name: gate)
     first, second = admission.enter("slow"), admission.enter("slow")
     clock.now += 0.3
-    first.leave()  # the second's run starts now
+    first.leave()  # the second's answer is one interval from now
     clock.now += 0.25
     assert gate.answer_s(clock.now) == pytest.approx(0.05 + 0.3)
-    admission.enter("slow")  # the rest of the second's run and its own: 0.35 s
+    admission.enter("slow")  # the rest of the second's interval and its own: 0.35 s
     clock.now += 0.05
     second.leave()
-    assert gate.run_s == pytest.approx(0.3)  # 0.3 s since the first's answer
+    assert gate.interval_s == pytest.approx(0.3) and gate.spread_s == pytest.approx(0.0)  # each came when due
+
+
+def test_requests_admitted_before_the_first_answer_are_measured_together() -> None:
+    """perf_analyzer at concurrency 8 on a model not measured yet: the eight run at once in worker threads and are
+    answered 24 ms later, half a millisecond apart. Counted as runs one after the other from the first answer, eight
+    in flight would wait 8 x 24 ms, past the bound; measured over all eight, they are answered at 3.4 ms each, and
+    the next request, with eight in flight, is admitted."""
+    clock = Clock()
+    gate = ModelGate("mlp", 1, 0.1, clock)
+    admission = Admission(1000, lambda name: gate)
+    cohort = [admission.enter("mlp") for _ in range(8)]
+    clock.now += 0.024
+    cohort[0].leave()
+    assert gate.interval_s == 0  # seven of the eight still to answer
+    follower = admission.enter("mlp")  # perf_analyzer sends the next as soon as one is answered
+    for ticket in cohort[1:]:
+        clock.now += 0.0005
+        ticket.leave()
+    assert gate.interval_s == pytest.approx((0.024 + 7 * 0.0005) / 8, rel=0.1)
+    assert gate.bound_s() < 8 * 0.024
+    for _ in range(7):
+        admission.enter("mlp")
+    assert gate.inflight == 8
+    admission.enter("mlp")
+    follower.leave()
+    assert gate.refused == 0
+
+
+def test_runs_overlapping_in_threads_are_measured_per_answer() -> None:
+    """Eight clients on a 3 ms model whose runs overlap in worker threads: answers come in pairs every 6 ms. Each
+    answer is one of the model's answers, however close to the last, so eight in flight wait 24 ms, not eight
+    runs of 6 ms, and nothing is refused."""
+    clock = Clock()
+    gate = _gate(0.003, clock=clock)
+    Busy(gate, clock).answer([0.006, 0.0] * 100, depth=8)
+    assert gate.interval_s == pytest.approx(0.003, rel=0.1)
+    assert gate.refused == 0 and gate.answer_s(clock.now) < 0.05
+    gate.admits(None)
 
 
 def test_a_model_at_four_fifths_of_its_capacity_is_never_refused() -> None:
@@ -128,69 +186,67 @@ def test_a_model_at_four_fifths_of_its_capacity_is_never_refused() -> None:
         if not queue:
             busy_until = clock.now + 0.3
         queue.append(admission.enter("slow"))
-    assert gate.refused == 0 and gate.run_s == pytest.approx(0.3)
+    assert gate.refused == 0 and gate.interval_s == pytest.approx(0.3)
 
 
 def test_the_bound_is_twice_the_run_of_a_request_alone_when_runs_together_are_slower() -> None:
-    """Alone a run takes 300 ms; two at once share the cores badly and answer 600 ms apart. The bound stays
-    700 ms (twice the unloaded run plus the target), and the wait is counted in the slower, shared runs."""
+    """Alone a run takes 300 ms; two at once share the cores badly and are answered 600 ms apart. The bound stays
+    700 ms (twice the unloaded run plus the target), and the wait is counted in the slower, shared answers."""
     clock = Clock()
     gate = _gate(0.3, clock=clock)
     assert gate.alone_s == pytest.approx(0.3) and gate.bound_s() == pytest.approx(0.7)
-    first, second = gate.enter(), gate.enter()
-    clock.now += 0.6
-    gate.leave(first, answered=True)  # not alone: the unloaded run is unchanged
-    assert gate.alone_s == pytest.approx(0.3) and gate.run_s == pytest.approx(0.36)  # a fifth of one more run
-    for _ in range(30):  # steady at 600 ms: the spread fades
-        gate.measured(0.6)
-    run, queued = gate.run_s, gate.queued_run_s()
-    assert run > 0.5 and run < queued < 0.7
-    with pytest.raises(Overloaded):  # the run in progress just started: run + queued > 700 ms
+    Busy(gate, clock).answer([0.6] * 100)
+    assert gate.alone_s == pytest.approx(0.3) and gate.bound_s() == pytest.approx(0.7)
+    assert gate.interval_s == pytest.approx(0.6, rel=0.05)
+    with pytest.raises(Overloaded):  # an answer just came: 600 ms for the one in flight, 600 for its own
         gate.admits(None)
-    clock.now += run + queued - 0.7 + 0.001  # less than 0.7 - queued left of it
-    gate.admits(None)
-    gate.leave(second, answered=True)
-    alone = gate.enter()
+    while gate.inflight:
+        clock.now += 0.6
+        gate.leave((0.0, 0.0), answered=False)
+    alone = gate.enter()  # an idle model admits whatever it measured
     clock.now += 0.2
     gate.leave(alone, answered=True)  # alone again, and faster: the bound follows
     assert gate.alone_s == pytest.approx(0.25) and gate.bound_s() == pytest.approx(0.6)
 
 
-def test_runs_that_vary_count_for_more_behind_the_run_in_progress() -> None:
-    """Runs of 200 and 400 ms in turn (mean 300): a request queued behind one counts it at the mean plus twice the
-    spread, so it is admitted later in the run in progress than with steady 300 ms runs."""
-    steady, varying = _gate(0.3), _gate(0.3)
-    for sample in (0.2, 0.4) * 10:
-        varying.measured(sample)
-        steady.measured(0.3)
-    assert steady.spread_s == pytest.approx(0) and steady.queued_run_s() == pytest.approx(0.3)
-    assert varying.spread_s > 0.05 and varying.queued_run_s() > varying.run_s + 0.1
-    for gate in (steady, varying):
-        gate.enter()
-        gate.enter()
-    steady.clock.now += steady.run_s - 0.09  # 90 ms left: 90 + 600 <= 700
+def test_answers_that_stray_from_their_expected_time_widen_the_margin() -> None:
+    """Runs of 200 and 400 ms (mean 300) two at a time: a request is answered up to 200 ms from when it was
+    expected, so the gate admits a third later in the answer in progress than with steady 300 ms runs."""
+    steady_clock, varying_clock = Clock(), Clock()
+    steady, varying = _gate(0.3, clock=steady_clock), _gate(0.3, clock=varying_clock)
+    Busy(steady, steady_clock).answer([0.3] * 40)
+    Busy(varying, varying_clock).answer([0.2, 0.2, 0.4, 0.4] * 10)
+    assert steady.spread_s == pytest.approx(0) and varying.spread_s > 0.03
+    assert varying.interval_s == pytest.approx(0.3, rel=0.05)
+    steady_clock.now += steady.interval_s - 0.09  # 90 ms left: 90 + 600 <= 700
     steady.admits(None)
-    varying.clock.now += varying.run_s - 0.09
+    varying_clock.now += varying.interval_s - 0.09
     with pytest.raises(Overloaded):
         varying.admits(None)
 
 
-def test_a_stalled_run_moves_a_fast_models_spread_by_a_quarter_run_at_most() -> None:
-    """A 0.5 ms model whose process stalls for 50 ms once (a pause of the machine, not of the model): its queued
-    runs count for at most 1.5 runs each, so eight requests in flight (perf_analyzer at concurrency 8) stay far
-    within the bound and are admitted."""
-    gate = _gate(0.0005)
-    gate.measured(0.05)
-    assert gate.spread_s == pytest.approx(0.25 * 0.0005)
-    assert gate.queued_run_s() <= 1.5 * gate.run_s
+def test_a_stalled_answer_counts_for_twice_its_share_at_most_and_is_soon_forgotten() -> None:
+    """A 0.5 ms model whose process stalls for 50 ms once (a pause of the machine, not of the model), with eight in
+    flight: the stall counts as two shares of eight answers, so the next eight (perf_analyzer at concurrency 8)
+    are still admitted; a model that really is slower is followed within a few dozen answers."""
+    clock = Clock()
+    gate = _gate(0.0005, clock=clock)
+    busy = Busy(gate, clock)
+    busy.answer([0.0005] * 100, depth=8)
+    busy.answer([0.05], depth=8)
+    assert gate.interval_s < 1.5 * 0.0005
     for _ in range(8):
         gate.admits(None)
-        gate.enter()
+        busy.tickets.append(gate.enter())
+    busy.answer([0.0005] * 64, depth=16)
+    assert gate.interval_s < 0.00055
+    busy.answer([0.001] * 64, depth=16)
+    assert gate.interval_s > 0.0009
 
 
 def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:
     gate = _gate(0.0001)
-    for _ in range(1000):  # a run in progress and a thousand more of 0.1 ms: within two runs and 100 ms
+    for _ in range(1000):  # the answer in progress and a thousand more of 0.1 ms: within two runs and 100 ms
         gate.admits(None)
         gate.enter()
     gate.inflight = 1010
@@ -198,34 +254,31 @@ def test_a_fast_model_admits_what_it_answers_within_the_target() -> None:
         gate.admits(None)
 
 
-def test_a_batching_model_admits_a_batch_behind_the_one_in_progress_and_a_third_near_its_end() -> None:
+def test_a_batching_model_answers_a_batch_at_a_time_and_admits_more_than_a_batch_never_three() -> None:
+    """Batches of 8 answered at once every 300 ms: 37.5 ms an answer. A batch's answers come together, up to 262 ms
+    from when each was expected, which the margin counts: the gate admits more than the batch being formed, and
+    never a third batch (900 ms, past the 700 the bound gives)."""
     clock = Clock()
     gate = _gate(0.3, parallel=8, clock=clock)
-    for _ in range(15):
-        gate.enter()
-    gate.admits(None)  # the sixteenth is in the batch behind the one in progress: 300 + 300 ms
-    gate.enter()
-    with pytest.raises(Overloaded):  # the seventeenth in a third batch: 300 + 600 ms
-        gate.admits(None)
-    clock.now += 0.25
-    gate.admits(None)  # 50 ms left of the run in progress: 50 + 600 ms
-
-
-def test_answers_of_one_batch_measure_one_run() -> None:
-    clock = Clock()
-    gate = _gate(0.3, parallel=8, clock=clock)
-    admitted = [gate.enter() for _ in range(8)]
-    clock.now += 0.3
-    for at in admitted:  # the batch's answers, one after the other
-        gate.leave(at, answered=True)
-        clock.now += 0.001
-    assert gate.run_s == pytest.approx(0.3)
+    for _ in range(40):
+        batch = [gate.enter() for _ in range(8)]
+        clock.now += 0.3
+        for admitted in batch:
+            gate.leave(admitted, answered=True)
+    assert gate.interval_s == pytest.approx(0.3 / 8, rel=0.15) and gate.alone_s == pytest.approx(0.3)
+    admitted = 0
+    with pytest.raises(Overloaded):
+        while True:
+            gate.admits(None)
+            gate.enter()
+            admitted += 1
+    assert 8 < admitted < 24
 
 
 def test_a_request_whose_deadline_would_pass_in_the_queue_is_refused_with_the_deadlines_answer() -> None:
     gate = _gate(0.3)
     for _ in range(3):
-        gate.enter()  # the rest of the run in progress (all of it) and three runs: 1.2 s
+        gate.enter()  # the rest of the answer in progress (all of it) and three more: 1.2 s
     gate.admits(deadlines.after(5.0, "the gRPC deadline"))  # its own deadline, not the target, bounds it
     with pytest.raises(deadlines.DeadlineExceeded, match="the gRPC deadline") as caught:
         gate.admits(deadlines.after(1.0, "the gRPC deadline"))
@@ -258,25 +311,13 @@ def test_a_request_cancelled_in_progress_is_counted_canceled(tmp_path: Path) -> 
     assert failure_reason(asyncio.CancelledError()) == "CANCELED"
 
 
-def test_one_stalled_run_moves_the_run_time_by_a_fifth_at_most_and_is_forgotten_quickly() -> None:
-    gate = _gate(0.3)
-    gate.measured(30.0)  # a stalled run
-    assert gate.run_s == pytest.approx(0.36)
-    for _ in range(4):
-        gate.measured(0.3)
-    assert gate.run_s < 0.305
-    for _ in range(10):  # the model is really slower now: the estimate follows it within a few runs
-        gate.measured(0.6)
-    assert gate.run_s > 0.55
-
-
-def test_a_refused_or_failed_request_ends_no_run() -> None:
+def test_a_refused_or_failed_request_measures_nothing() -> None:
     clock = Clock()
     gate = _gate(0.3, clock=clock)
     running, bad = gate.enter(), gate.enter()
     clock.now += 0.01
     gate.leave(bad, answered=False)  # a bad request, refused after its admission
-    assert gate.run_started == running and gate.run_s == pytest.approx(0.3)
+    assert gate.last == running[0] and gate.answers == pytest.approx(1.0) and gate.interval_s == pytest.approx(0.3)
 
 
 def test_models_with_their_own_queue_policy_have_no_gate_and_batching_ones_a_wider_one() -> None:

@@ -56,7 +56,7 @@ def test_an_answered_request_is_recorded_once_with_200_its_bytes_given_back_and_
     assert [(seen.model, seen.version, seen.status, seen.bytes_in) for seen in telemetry.records] == [
         ("m", "1", 200, 200)
     ]
-    assert gate.run_s == pytest.approx(0.25)
+    assert gate.interval_s == pytest.approx(0.25)
 
 
 def test_a_failed_request_is_recorded_with_its_errors_status_and_measures_nothing() -> None:
@@ -69,7 +69,7 @@ def test_a_failed_request_is_recorded_with_its_errors_status_and_measures_nothin
             raise InvalidInput("bad")
         finally:
             ledger.leave(answered=False)
-    assert budget.inflight == 0 and admission.inflight == 0 and gate.run_s == 0.0
+    assert budget.inflight == 0 and admission.inflight == 0 and gate.interval_s == 0.0
     assert [seen.status for seen in telemetry.records] == [400]
 
 
