@@ -146,17 +146,19 @@ class ModelGate:
         self.alone_from: float | None = None
         self.refused = 0
 
-    def answer_s(self, now: float) -> float:
-        """When a request admitted now would be answered, from now: what is left of the answer in progress (one
-        interval since the last answer, none once that has passed), then one interval for each other request in
-        flight and one for its own (Little's law: the requests ahead over the rate the model answers them), and
-        twice how far answers have come from that expectation, so that the accepted p99, not only the mean, keeps
-        the bound."""
+    def expected_s(self, now: float) -> float:
+        """When a request admitted now is expected to be answered, from now: what is left of the answer in progress
+        (one interval since the last answer, none once that has passed), then one interval for each other request
+        in flight and one for its own (Little's law: the requests ahead over the rate the model answers them)."""
         interval = self.interval_s
         if not self.inflight:
-            return interval + 2 * self.spread_s
-        remaining = min(max(interval - (now - self.last), 0.0), interval)
-        return remaining + self.inflight * interval + 2 * self.spread_s
+            return interval
+        return min(max(interval - (now - self.last), 0.0), interval) + self.inflight * interval
+
+    def answer_s(self, now: float) -> float:
+        """``expected_s`` and twice how far answers have come from their expected time, so that the accepted p99,
+        not only the mean, keeps the bound."""
+        return self.expected_s(now) + 2 * self.spread_s
 
     def drain_s(self) -> float:
         """The time the requests in flight take to be answered, as measured."""
@@ -196,7 +198,7 @@ class ModelGate:
         now = self.clock()
         if not self.inflight:
             self.last = now  # the model was idle: it is busy from now
-        due = now + self.answer_s(now) - 2 * self.spread_s if self.interval_s else 0.0
+        due = now + self.expected_s(now) if self.interval_s else 0.0
         self.alone_from = None if self.inflight else now
         self.inflight += 1
         return now, due
