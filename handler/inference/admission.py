@@ -50,7 +50,8 @@ MAX_GATES: Final = 1024
 _RISE, _FALL = 0.2, 0.5
 #: The answers a model's time per answer is measured over: each older answer weighs ``1 - 1 / WINDOW`` of the next.
 WINDOW: Final = 32
-_KEEP: Final = 1 - 1 / WINDOW
+_NEW: Final = 1 / WINDOW
+_KEEP: Final = 1 - _NEW
 
 #: What ``ModelGate.enter`` gives and ``leave`` takes back: the admission time and the expected answer time.
 Admitted = tuple[float, float]
@@ -170,9 +171,12 @@ class ModelGate:
 
     def admits(self, deadline: Deadline | None) -> None:
         """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
-        if not self.interval_s or not self.inflight:
-            return
-        expected = self.answer_s(self.clock())
+        if self.interval_s and self.inflight:
+            self.refuse_past(self.answer_s(self.clock()), deadline)
+
+    def refuse_past(self, expected: float, deadline: Deadline | None) -> None:
+        """Refuse a request expected to be answered ``expected`` seconds from now if that is past its deadline (the
+        deadline's error) or, with none, past ``bound_s`` (Overloaded); else nothing."""
         if deadline is not None:
             remaining = deadline.remaining()
             if expected <= remaining:
@@ -192,21 +196,38 @@ class ModelGate:
             retry_after=_retry_after(drain),
         )
 
-    def enter(self) -> Admitted:
-        """Count one admitted request in: its admission time on the gate's clock, and when it is expected to be
-        answered (0: not measured yet)."""
+    def admit(self, deadline: Deadline | None) -> Admitted:
+        """``admits`` and ``enter`` in one: refuse the request, or count it in."""
         now = self.clock()
-        if not self.inflight:
+        if self.inflight and self.interval_s:
+            expected = self.expected_s(now)
+            self.refuse_past(expected + 2 * self.spread_s, deadline)
+            self.alone_from = None
+            self.inflight += 1
+            return now, now + expected
+        return self.enter(now)
+
+    def enter(self, now: float | None = None) -> Admitted:
+        """Count one admitted request in, unchecked, at ``now`` (the gate's clock when None): its admission time,
+        and when it is expected to be answered (0: not measured yet)."""
+        if now is None:
+            now = self.clock()
+        inflight = self.inflight
+        if not inflight:
             self.last = now  # the model was idle: it is busy from now
         due = now + self.expected_s(now) if self.interval_s else 0.0
-        self.alone_from = None if self.inflight else now
-        self.inflight += 1
+        self.alone_from = None if inflight else now
+        self.inflight = inflight + 1
         return now, due
 
     def leave(self, admitted: Admitted, answered: bool) -> None:
         """Count out a request ``enter`` admitted; ``answered``: it ran to a result, so it ends a stretch of the
         model's busy time (since the previous answer, or since the model went busy), one answer's share, and
-        shows how far from its expected time it came."""
+        shows how far from its expected time it came.
+
+        One answer counts for at most twice its share of the requests in flight, so that a pause of the whole
+        process (a stalled thread, a collection) cannot make the model look many times slower; a model that really
+        is slower is followed within a few answers."""
         now = self.clock()
         inflight = self.inflight
         self.inflight = inflight - 1
@@ -215,27 +236,24 @@ class ModelGate:
             if self.alone_from == since:
                 self.alone_s = _average(self.alone_s, now - since)
             if due:
-                self.spread_s = self.spread_s * _KEEP + abs(now - due) * (1 - _KEEP)
-            self.measured(now - self.last, inflight)
+                self.spread_s = self.spread_s * _KEEP + abs(now - due) * _NEW
+            busy = now - self.last
             self.last = now
-        if self.cohort < 0 and answered:
-            self.cohort = inflight  # this answer and the requests admitted with it, all before any estimate
+            interval = self.interval_s
+            if interval:
+                most = 2 * (inflight if inflight > self.parallel else self.parallel) * interval
+                if busy > most:
+                    busy = most
+            self.answers = answers = self.answers * _KEEP + 1.0
+            self.busy_s = busy_s = self.busy_s * _KEEP + busy
+            if interval:
+                self.interval_s = busy_s / answers
+            elif self.cohort < 0:
+                self.cohort = inflight  # this answer and the requests admitted with it, all before any estimate
         if self.cohort > 0:
             self.cohort -= 1
             if not self.cohort:
                 self.interval_s = self.busy_s / self.answers
-
-    def measured(self, busy_s: float, inflight: int) -> None:
-        """One answer after ``busy_s`` of the model's busy time, with ``inflight`` requests in flight: counted at most
-        as twice their measured share, so that a pause of the whole process (a stalled thread, a collection) cannot
-        make the model look many times slower; a model that really is slower is followed within a few answers."""
-        interval = self.interval_s
-        if interval:
-            busy_s = min(busy_s, 2 * max(inflight, self.parallel) * interval)
-        self.answers = self.answers * _KEEP + 1.0
-        self.busy_s = self.busy_s * _KEEP + busy_s
-        if interval:
-            self.interval_s = self.busy_s / self.answers
 
 
 def _average(estimate: float, sample: float) -> float:
@@ -257,9 +275,8 @@ class Ticket:
 
     __slots__ = ("admission", "admitted", "gate")
 
-    def __init__(self, admission: Admission, gate: ModelGate | None) -> None:
-        self.admission, self.gate = admission, gate
-        self.admitted = gate.enter() if gate is not None else UNGATED
+    def __init__(self, admission: Admission, gate: ModelGate | None, admitted: Admitted) -> None:
+        self.admission, self.gate, self.admitted = admission, gate, admitted
 
     def leave(self, answered: bool = True) -> None:
         """Count the request out; ``answered``: it ran to a result, so its time measures the model."""
@@ -283,11 +300,12 @@ class Admission:
     def enter(self, name: str = "", deadline: Deadline | None = None) -> Ticket:
         """Admit one request to model ``name`` (its ``Ticket``), or refuse it: Overloaded over the worker's bound
         or the model's gate, the deadline's error when the model would answer after it."""
-        return Ticket(self, self.admit(name, deadline))
+        return Ticket(self, *self.admit(name, deadline))
 
-    def admit(self, name: str, deadline: Deadline | None) -> ModelGate | None:
-        """``enter`` without its ticket: the request counted in, and its model's gate (None for none), which its
-        holder enters and leaves (``ModelGate.enter``, ``leave``), the request counted out (``inflight``) too."""
+    def admit(self, name: str, deadline: Deadline | None) -> tuple[ModelGate | None, Admitted]:
+        """``enter`` without its ticket: the request counted in, its model's gate (None for none) and what the gate
+        gave it (``UNGATED`` for none), which its holder hands back (``ModelGate.leave``) as it counts the request
+        out (``inflight``)."""
         gate = self.gate_of(name) if name else None
         if self.inflight >= self.limit:
             self.refused += 1
@@ -297,10 +315,9 @@ class Admission:
                 f"OIP_MAX_INFLIGHT); retry after {_retry_after(drain)} s",
                 retry_after=_retry_after(drain),
             )
-        if gate is not None:
-            gate.admits(deadline)
+        admitted = gate.admit(deadline) if gate is not None else UNGATED
         self.inflight += 1
-        return gate
+        return gate, admitted
 
     def leave(self) -> None:
         """Count out a request admitted with no model named (``enter()``); a ``Ticket`` counts out its own."""

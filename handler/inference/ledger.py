@@ -41,10 +41,8 @@ class Ledger(Held):
         deadline = deadlines.current()
         if deadline is not None:
             deadline.check()
-        gate = self.gate = admission.admit(name, deadline)
+        self.gate, self.admitted = admission.admit(name, deadline)
         self.admission = admission
-        if gate is not None:
-            self.admitted = gate.enter()
 
     def leave(self, answered: bool) -> None:
         """Count the admitted request out (``Ticket.leave``); ``answered``: it ran to a result, so its time
