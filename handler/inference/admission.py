@@ -246,7 +246,7 @@ class ModelGate:
                     busy = most
             self.answers = answers = self.answers * _KEEP + 1.0
             self.busy_s = busy_s = self.busy_s * _KEEP + busy
-            if interval:
+            if not self.cohort:
                 self.interval_s = busy_s / answers
             elif self.cohort < 0:
                 self.cohort = inflight  # this answer and the requests admitted with it, all before any estimate

@@ -311,6 +311,17 @@ def test_a_request_cancelled_in_progress_is_counted_canceled(tmp_path: Path) -> 
     assert failure_reason(asyncio.CancelledError()) == "CANCELED"
 
 
+def test_a_first_answer_that_took_no_time_on_the_clock_leaves_the_gate_measuring() -> None:
+    clock = Clock()
+    gate = ModelGate("slow", 1, 0.1, clock)
+    gate.leave(gate.enter(), answered=True)  # answered within the clock's resolution
+    assert gate.cohort == 0 and gate.interval_s == 0
+    Busy(gate, clock).answer([0.3] * 64)
+    assert gate.interval_s > 0.25
+    with pytest.raises(Overloaded):
+        gate.admits(None)
+
+
 def test_a_refused_or_failed_request_measures_nothing() -> None:
     clock = Clock()
     gate = _gate(0.3, clock=clock)
