@@ -221,9 +221,9 @@ class ModelGate:
         return now, due
 
     def leave(self, admitted: Admitted, answered: bool) -> None:
-        """Count out a request ``enter`` admitted; ``answered``: it ran to a result, so it ends a stretch of the
-        model's busy time (since the previous answer, or since the model went busy), one answer's share, and
-        shows how far from its expected time it came.
+        """Count out a request ``admit`` or ``enter`` counted in; ``answered``: it ran to a result, so it ends a
+        stretch of the model's busy time (since the previous answer, or since the model went busy), one answer's
+        share, and shows how far from its expected time it came.
 
         One answer counts for at most twice its share of the requests in flight, so that a pause of the whole
         process (a stalled thread, a collection) cannot make the model look many times slower; a model that really
