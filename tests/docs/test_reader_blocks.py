@@ -84,19 +84,22 @@ def _block_environment(variables: dict[str, str]) -> dict[str, str]:
     return base | variables | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
-def earlier_aliases(block: Block) -> str:
-    """The ``alias`` lines of the shell blocks above ``block`` on its page."""
+def earlier_setup(block: Block) -> str:
+    """The lines of the shell blocks above ``block`` on its page that set up what it runs: the tool venvs they build
+    (``python -m scripts.tool_env``, which builds a missing one and waits for one another process is building) and
+    the ``alias`` lines that name them."""
     above = [b for b in blocks(block.page) if b.line < block.line and b.language == "bash"]
-    return "".join(f"{line}\n" for b in above for line in b.code.splitlines() if line.startswith("alias "))
+    setup = ("alias ", "python -m scripts.tool_env ")
+    return "".join(f"{line}\n" for b in above for line in b.code.splitlines() if line.startswith(setup))
 
 
 @pytest.mark.timeout(BLOCK_TIMEOUT + 60)
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not starts_a_server(b)], ids=lambda b: b.name)
 def test_a_block_runs_in_a_clone(block: Block, deployment: dict[str, str], tmp_path: Path) -> None:
     cwd = clone_view(tmp_path)
-    # As in the reader's shell: the aliases the page's earlier blocks define apply (sam's), as they would to the
-    # block's own next lines.
-    code = f"shopt -s expand_aliases\n{earlier_aliases(block)}{block.code}" if block.language == "bash" else block.code
+    # As in the reader's shell: the tools the page's earlier blocks build, and the aliases they define (sam's),
+    # apply, as they would to the block's own next lines, whichever block runs first.
+    code = f"shopt -s expand_aliases\n{earlier_setup(block)}{block.code}" if block.language == "bash" else block.code
     example = Example(dataclasses.replace(block, code=code), None)
     env = {k: v for k, v in os.environ.items() if k in {"HOME", "OIP_TOOLS_DIR", "PYENV_ROOT"}} | deployment
     if "tritonclient.grpc" in block.code:  # a gRPC client of the ingress: the local server's gRPC port
