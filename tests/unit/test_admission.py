@@ -161,8 +161,8 @@ def test_runs_overlapping_in_threads_are_measured_per_answer() -> None:
     gate = _gate(0.003, clock=clock)
     Busy(gate, clock).answer([0.006, 0.0] * 100, depth=8)
     assert gate.interval_s == pytest.approx(0.003, rel=0.1)
-    assert gate.refused == 0 and gate.answer_s(clock.now) < 0.05
-    gate.admits(None)
+    assert gate.answer_s(clock.now) < 0.05
+    gate.admits(None)  # the ninth, with eight in flight
 
 
 def test_a_model_at_four_fifths_of_its_capacity_is_never_refused() -> None:
