@@ -121,13 +121,16 @@ def app_failure(exc: Exception) -> StartupFailure:
 
 
 def say_failure(program: str, line: str, exc: BaseException | None = None, stream: TextIO | None = None) -> None:
-    """``<program>: error: <line>`` on stderr, after ``exc``'s traceback when given (``--log-level debug``)."""
+    """``<program>: error: <line>`` on stderr, after ``exc``'s traceback when given (``--log-level debug``), in one
+    write with its newline: stderr is unbuffered, and ``print`` writes the newline apart, so a line another worker
+    logs meanwhile could end up inside this one."""
     stream = stream or sys.stderr
     if exc is not None:
         import traceback
 
         traceback.print_exception(exc, file=stream)
-    print(f"{program}: error: {line}", file=stream, flush=True)
+    stream.write(f"{program}: error: {line}\n")
+    stream.flush()
 
 
 def first_to_say(directory: str | None, what: str, text: str, within: float | None = None) -> bool:

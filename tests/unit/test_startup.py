@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,28 @@ from handler.runtime.startup import (
     check_repository,
     first_to_say,
     repository_failure,
+    say_failure,
 )
+
+
+class Writes(io.StringIO):
+    """A stream that keeps each write apart, as an unbuffered stderr hands each to the pipe the workers share."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return super().write(text)
+
+
+def test_the_failure_line_is_one_write_with_its_newline() -> None:
+    """Workers started together share stderr, unbuffered: a line written in two parts (``print`` writes its newline
+    apart) can take another worker's log line inside it."""
+    stream = Writes()
+    say_failure("oip serve", "model 'm' version 1 failed to load: bad (--exit-on-error false ...)", stream=stream)
+    assert stream.calls == ["oip serve: error: model 'm' version 1 failed to load: bad (--exit-on-error false ...)\n"]
 
 
 def test_a_missing_package_names_the_extra_that_installs_it() -> None:
