@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
+from tests.support.grpc_receiving import receiving_cpu
 from tests.support.iris_requests import IRIS_ROW, normal_requests
 from tests.support.servers import OipServer, oip_serve
 
@@ -111,28 +112,17 @@ def test_a_map_over_its_bound_is_refused_before_it_is_parsed(
     assert again.value.details() == details  # type: ignore[attr-defined]
 
 
-def _receiving_64_mib(server: OipServer, channel: grpc.Channel) -> float:
-    """The server CPU of a message of the same size that protobuf parses at once (one bytes field): grpc's cost of
-    receiving it, which a busy machine raises as it raises the refusal's."""
-    message = _field(1, b"iris") + _field(5, IRIS_INPUT) + _field(7, bytes(64 * MiB - 128))
-    cpu = server.cpu_seconds()
-    with pytest.raises(grpc.RpcError) as refused:
-        _unary(channel)(message, timeout=60)
-    assert "needs 16 bytes" in refused.value.details()  # type: ignore[attr-defined]
-    return server.cpu_seconds() - cpu
-
-
 def test_64_mib_of_empty_entries_cost_no_parse(server: OipServer, channel: grpc.Channel) -> None:
     """32 million two-byte map entries, which protobuf's parser takes seconds and gigabytes to build, are refused
     with grpc's cost of receiving 64 MiB and little more: at most twice that of a message of the same size that
     parses at once, measured just before and after."""
     message = _iris(top=b"\x22\x00" * (32 * MiB - 64))
-    before = _receiving_64_mib(server, channel)
+    before = receiving_cpu(server, channel, len(message))
     peak, cpu = server.peak_rss(), server.cpu_seconds()
     with pytest.raises(grpc.RpcError) as refused:
         _unary(channel)(message, timeout=60)
     spent = server.cpu_seconds() - cpu
-    receiving = max(before, _receiving_64_mib(server, channel))
+    receiving = max(before, receiving_cpu(server, channel, len(message)))
     assert refused.value.details() == BOMBS["top"][1]  # type: ignore[attr-defined]
     assert spent <= 2 * receiving + TICK_S, (
         f"refused with {spent * 1000:.0f} ms of server CPU, {receiving * 1000:.0f} to receive"

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from handler.cli.lambda_context import LocalLambdaContext
+from tests.support.grpc_receiving import receiving_cpu
 from tests.support.servers import OipServer, oip_serve
 
 #: Server CPU one refusal may cost.
@@ -235,19 +236,6 @@ def _grpc_requests() -> list[tuple[str, Any]]:
     return requests
 
 
-def _receiving(stub: Any, served: OipServer, size: int) -> float:
-    """The server CPU of a message of ``size`` bytes that protobuf parses at once (one bytes field) and that is
-    refused at once: grpc's cost of receiving that many bytes, which a busy machine raises as it raises a refusal's."""
-    request = service_pb2.ModelInferRequest(model_name="iris")
-    request.inputs.add(name="input", datatype="FP32", shape=[1, 4])
-    request.raw_input_contents.append(bytes(size - request.ByteSize() - 8))
-    before = served.cpu_seconds()
-    with pytest.raises(grpc.RpcError) as caught:
-        stub.ModelInfer(request, timeout=60)
-    assert "needs 16 bytes" in caught.value.details()
-    return served.cpu_seconds() - before
-
-
 def test_grpc_refuses_the_same_mistakes() -> None:
     """Those labelled "budget" cost at most ``BUDGET_S``, or twice the cost of receiving as many bytes in a message
     refused at once (measured just before and after it) where a busy machine makes that more."""
@@ -258,12 +246,12 @@ def test_grpc_refuses_the_same_mistakes() -> None:
             for label, request in _grpc_requests():
                 size = request.ByteSize()
                 assert size <= BODY_LIMIT, label
-                receiving = _receiving(stub, served, size)
+                receiving = receiving_cpu(served, channel, size)
                 before = served.cpu_seconds()
                 with pytest.raises(grpc.RpcError) as caught:
                     stub.ModelInfer(request, timeout=60)
                 spent = served.cpu_seconds() - before
                 assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (label, caught.value.details())
                 assert len(caught.value.details()) < 2_000, label
-                ceiling = max(BUDGET_S, 2 * max(receiving, _receiving(stub, served, size))) + TICK_S + 1e-9
+                ceiling = max(BUDGET_S, 2 * max(receiving, receiving_cpu(served, channel, size))) + TICK_S + 1e-9
                 assert "budget" not in label or spent <= ceiling, (label, spent, ceiling)
