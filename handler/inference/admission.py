@@ -169,10 +169,11 @@ class ModelGate:
         """The answer time a request is admitted within: twice the unloaded run plus the target."""
         return 2 * (self.alone_s or self.interval_s) + self.target_s
 
-    def admits(self, deadline: Deadline | None) -> None:
-        """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time; else nothing."""
+    def admits(self, deadline: Deadline | None, now: float | None = None) -> None:
+        """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time, at ``now`` (the
+        gate's clock when None); else nothing."""
         if self.interval_s and self.inflight:
-            self.refuse_past(self.answer_s(self.clock()), deadline)
+            self.refuse_past(self.answer_s(self.clock() if now is None else now), deadline)
 
     def refuse_past(self, expected: float, deadline: Deadline | None) -> None:
         """Refuse a request expected to be answered ``expected`` seconds from now if that is past its deadline (the
@@ -197,14 +198,9 @@ class ModelGate:
         )
 
     def admit(self, deadline: Deadline | None) -> Admitted:
-        """``admits`` and ``enter`` in one: refuse the request, or count it in."""
+        """``admits`` and ``enter`` at one reading of the clock: refuse the request, or count it in."""
         now = self.clock()
-        if self.inflight and self.interval_s:
-            expected = self.expected_s(now)
-            self.refuse_past(expected + 2 * self.spread_s, deadline)
-            self.alone_from = None
-            self.inflight += 1
-            return now, now + expected
+        self.admits(deadline, now)
         return self.enter(now)
 
     def enter(self, now: float | None = None) -> Admitted:
