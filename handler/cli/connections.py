@@ -257,7 +257,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.cycle.keep_alive = False  # framed by its chunks; closed after its answer (the module's docstring)
 
     def on_body(self, body: bytes) -> None:
-        if self._shed is None:
+        if self._shed is None and not self._refused:  # a refused request's body is read past, not kept
             super().on_body(body)
 
     def on_message_complete(self) -> None:

@@ -151,7 +151,8 @@ def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer)
 def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
     """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
     ``--max-connections 600``: a request gets a JSON 503 naming the setting, with ``Retry-After``, its connection
-    closed and its refusal counted REJECTED, until they go."""
+    closed and its refusal counted REJECTED, until they go. Its body is read past: the refusal is not logged as an
+    invalid request."""
     with (
         oip_serve(
             "--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning", metrics=True
@@ -167,6 +168,12 @@ def test_open_connections_beyond_the_cap_get_503_until_they_go() -> None:
         assert "OIP_MAX_CONNECTIONS" in response.json()["error"], response.text
         assert response.headers["retry-after"] == "1" and response.headers["connection"] == "close"
         wait_for(lambda: _rejected(server) == 1, "the refusal was not counted REJECTED", timeout=30)
+        with _connect(server) as sock:  # the head and the body in one packet: the body is parsed with the head
+            sock.sendall(PARTIAL_HEAD + b"Content-Length: 2\r\n\r\n{}")
+            received, _ = _until_closed(sock)
+        assert received.startswith(b"HTTP/1.1 503 "), received
+        wait_for(lambda: _rejected(server) == 2, "the second refusal was not counted REJECTED", timeout=30)
+        assert "Invalid HTTP request" not in server.output(), server.output()
         stack.close()  # the idle connections go
         wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
         iris_answers(server.url)
