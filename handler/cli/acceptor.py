@@ -9,6 +9,13 @@ waits there, up to the backlog, and hands each connection to the protocol with `
 asyncio's selector loop accepts up to the backlog at a time. A refused request then costs its connection one turn,
 not its place in a queue of connections.
 
+A worker holding ``limit`` open connections (OIP_MAX_CONNECTIONS) accepts no more until one closes, as Tomcat's
+``maxConnections`` and gunicorn's ``worker_connections`` hold theirs: a new connection waits in the listening
+socket's backlog, where another worker sharing the socket may take it, at no cost to this one. Accepting one to
+answer it 503 and close it would not shed anything: a client that reconnects at once (a load generator, a pool)
+comes back on the next turn, and the accepting, the new protocol and the refusal, over and over, take the loop's
+time from the requests it holds. While full, the acceptor looks again every ``FULL_S``.
+
 The worker's server (handler/cli/worker.py) keeps ``Acceptor`` among uvicorn's ``servers``: ``close`` stops
 accepting and closes the socket in this process (other workers sharing it keep accepting), ``wait_closed`` waits for
 the connections being handed over.
@@ -19,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -27,22 +34,38 @@ logger = logging.getLogger("uvicorn.error")
 #: file descriptors, EMFILE, most often): the connections stay queued, as asyncio's selector loop leaves them,
 #: instead of failing on every turn.
 RETRY_S = 1.0
+#: Seconds between two looks at a worker that holds its limit of connections.
+FULL_S = 0.01
 
 
 class Acceptor:
-    """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` a turn."""
+    """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` a turn, while ``connections``
+    (the worker's open ones, uvicorn's ``server_state.connections``) and those being handed over are fewer than
+    ``limit``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                 protocol_factory: Callable[[], asyncio.Protocol], backlog: int) -> None:  # fmt: skip
+                 protocol_factory: Callable[[], asyncio.Protocol], backlog: int,
+                 connections: Sized = (), limit: int | None = None) -> None:  # fmt: skip
         self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
+        self.connections, self.limit = connections, limit
         self.handing: set[asyncio.Task[object]] = set()
         self.closed = False
         sock.setblocking(False)
         loop.add_reader(sock.fileno(), self.accept)
 
+    def room(self) -> int:
+        """How many connections may be accepted now: the backlog, or fewer when the limit is that close."""
+        if self.limit is None:
+            return self.backlog
+        return min(self.backlog, self.limit - len(self.connections) - len(self.handing))
+
     def accept(self) -> None:
-        """Every connection waiting, up to the backlog, each handed to a new protocol on this loop."""
-        for _ in range(self.backlog):
+        """Every connection waiting, up to the room there is, each handed to a new protocol on this loop."""
+        room = self.room()
+        if room <= 0:
+            self.pause(FULL_S)
+            return
+        for _ in range(room):
             try:
                 conn, _address = self.sock.accept()
             except (BlockingIOError, InterruptedError):
@@ -51,12 +74,16 @@ class Acceptor:
                 continue
             except OSError as exc:
                 logger.warning("accepting connections pauses %s s: %s", RETRY_S, exc.strerror or exc)
-                self.loop.remove_reader(self.sock.fileno())
-                self.loop.call_later(RETRY_S, self.resume)
+                self.pause(RETRY_S)
                 return
             task = self.loop.create_task(self.hand_over(conn))
             self.handing.add(task)
             task.add_done_callback(self.handing.discard)
+
+    def pause(self, seconds: float) -> None:
+        """Leave the waiting connections in the backlog for ``seconds``."""
+        self.loop.remove_reader(self.sock.fileno())
+        self.loop.call_later(seconds, self.resume)
 
     def resume(self) -> None:
         if not self.closed:

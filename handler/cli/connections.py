@@ -20,9 +20,11 @@ OIP_KEEP_ALIVE_TIMEOUT), read once per process.
   the connection is closed (the app's ``receive`` sees the disconnect; its answer may already be on its way).
 - After an answer: uvicorn's keep-alive timeout closes an idle connection; bytes that begin no request (empty lines,
   which stop that timer) have ``keep_alive_timeout + header_timeout`` seconds.
-- Connections: past ``OIP_MAX_CONNECTIONS`` open connections or requests in progress (uvicorn's
-  ``limit_concurrency``), a request gets 503 with ``{"error": ...}`` naming the setting and ``Retry-After``, and its
-  connection is closed (uvicorn answers it in plain text).
+- Connections: a worker accepts at most ``OIP_MAX_CONNECTIONS`` open connections (uvicorn's ``limit_concurrency``;
+  the others wait in the listening socket's backlog: handler/cli/acceptor.py). Past that many requests in progress
+  (a request whose client has gone runs on), a request gets 503 with ``{"error": ...}`` naming the setting and
+  ``Retry-After``, and its connection is closed (uvicorn answers it in plain text). uvicorn's own check, which
+  counts the connection asking among the limit, is left with nothing to do.
 - Framing: a request with both ``Transfer-Encoding: chunked`` and a Content-Length is read by its chunks, as Triton
   reads it (RFC 9112 6.3: Transfer-Encoding overrides Content-Length), where httptools alone answers 400; the
   connection is closed after its answer (RFC 9112 6.1), so nothing after it on the connection is read by the other
@@ -165,6 +167,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.parser.set_dangerous_leniencies(lenient_chunked_length=True)  # framing: see the module's docstring
+        self._max_connections, self.limit_concurrency = self.limit_concurrency, None  # checked here: the docstring
         self.limits = limits = process_limits()
         self._header_timeout, self._body_timeout = limits.header_timeout, limits.body_timeout
         self._max_header_bytes = limits.max_header_bytes
@@ -237,8 +240,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_most > most and self._head_size() > most:
             self._refuse_head(f"the request's head is longer than {most} bytes")
             return
-        limit = self.limit_concurrency
-        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+        limit = self._max_connections
+        if limit is not None and (len(self.connections) > limit or len(self.tasks) >= limit):
             self._over_limit(limit)
             return
         self._phase = _BODY

@@ -81,7 +81,10 @@ class WorkerServer(uvicorn.Server):
             return protocol_class(config=config, server_state=state, app_state=app_state)  # type: ignore[call-arg]
 
         loop = asyncio.get_running_loop()
-        self.servers = [Acceptor(loop, sock, create_protocol, config.backlog) for sock in sockets]  # type: ignore[misc]
+        self.servers = [  # type: ignore[misc]
+            Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency)
+            for sock in sockets
+        ]
 
     async def on_tick(self, counter: int) -> bool:
         should_exit = await super().on_tick(counter)

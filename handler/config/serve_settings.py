@@ -159,7 +159,7 @@ class ServeSettings:
         "OIP_MAX_CONNECTIONS",
         1024,
         POSITIVE,
-        "open connections (or requests in progress) per worker before new requests get 503",
+        "open connections a worker accepts (more wait in the backlog); past as many requests in progress, 503",
         option=Option(("--max-connections",), group=CONNECTION_LIMITS),
     )
     # Prometheus metrics of ``oip serve`` (handler/observability/prometheus.py, exporter.py).

@@ -55,6 +55,18 @@ def listening(port: int) -> set[int]:
     return found
 
 
+def accept_queue(port: int) -> int:
+    """The connections waiting to be accepted on ``port``'s listening sockets (a listening socket's ``rx_queue``
+    in ``/proc/net/tcp``: its accept queue)."""
+    waiting = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == LISTENING:
+                waiting += int(fields[4].split(":")[1], 16)
+    return waiting
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of the process group ``pgid`` is left (zombies aside)."""
     for entry in Path("/proc").iterdir():

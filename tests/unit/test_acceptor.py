@@ -19,7 +19,7 @@ import pytest
 import uvicorn
 import uvloop
 
-from handler.cli.acceptor import RETRY_S, Acceptor
+from handler.cli.acceptor import FULL_S, RETRY_S, Acceptor
 from handler.cli.worker import WorkerServer
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
@@ -106,6 +106,41 @@ def test_one_turn_takes_at_most_the_backlog(loop: asyncio.AbstractEventLoop) -> 
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_goes(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """A limit of 5 open connections (``made`` holds the open ones) and 8 waiting: 5 are taken and the others stay in
+    the backlog however many turns pass; two that go let two more in, and the eighth still waits."""
+    sock = listening()
+    clients = queued(sock, 8)
+    made: list[asyncio.BaseTransport] = []
+    seen: list[int] = []
+    created: list[Counted] = []
+
+    def protocol() -> Counted:
+        created.append(Counted(made))
+        return created[-1]
+
+    async def run() -> None:
+        acceptor = Acceptor(asyncio.get_running_loop(), sock, protocol, 1024, made, 5)
+        await turns(TURNS)
+        seen.extend((len(made), len(created)))
+        for transport in (made.pop(), made.pop()):
+            transport.close()
+        while len(made) < 5:  # accepting looks again FULL_S after it found no room
+            await asyncio.sleep(FULL_S)
+        await turns(TURNS)
+        seen.extend((len(made), len(created)))
+        await taken(made, acceptor)
+
+    try:
+        loop.run_until_complete(run())
+    finally:
+        for client in clients:
+            client.close()
+    assert seen == [5, 5, 5, 7]
 
 
 def test_a_closed_acceptor_takes_nothing_more(loop: asyncio.AbstractEventLoop) -> None:
