@@ -7,7 +7,8 @@ file in a Python-backend model, one instance (bench/bench_adaptive_overload.py's
     python -m bench.bench_loop_shedding [--seconds 6] [--against /tmp/before] [--triton] [--factors 0.8,3]
 
 Python clients offer at most about 1,000 requests a second here, half what one worker answers, so the load is
-h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection, the connections opened evenly
+h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection (at most ``CONNECTIONS`` of
+them, each sending more beyond), the connections opened evenly
 over one period so that their requests do not come in step (h2load's ``-r``/``--rate-period``); a request is timed
 from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
 loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
@@ -47,6 +48,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BODY = b'{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[5.1,3.5,1.4,0.2]}]}'
 #: Requests each connection sends a second: the connections are the rate over this.
 PER_CONNECTION = 10
+#: The most connections the load opens: below the worker's default OIP_MAX_CONNECTIONS (1,024), past which the
+#: others would wait in the backlog, unanswered, until one closes.
+CONNECTIONS = 1000
 #: The load's onset (s): its connections opening, each with its first request at once. Its statuses and latencies
 #: are left out; the probes' are shown apart.
 ONSET_S = 1.0
@@ -199,7 +203,7 @@ def measure(
         capacity = h2load(base, clients, work / "capacity.log", 4)
         for factor in factors:
             rate = factor * capacity
-            connections = max(100, round(rate / PER_CONNECTION / 100) * 100)
+            connections = min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
             rps = max(1, round(rate / connections))
             before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
             with Probes(base) as probes:
