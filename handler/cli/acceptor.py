@@ -14,7 +14,8 @@ A worker holding ``limit`` open connections (OIP_MAX_CONNECTIONS) accepts no mor
 socket's backlog, where another worker sharing the socket may take it, at no cost to this one. Accepting one to
 answer it 503 and close it would not shed anything: a client that reconnects at once (a load generator, a pool)
 comes back on the next turn, and the accepting, the new protocol and the refusal, over and over, take the loop's
-time from the requests it holds. While full, the acceptor looks again every ``FULL_S``.
+time from the requests it holds. While full, the acceptor looks again every ``FULL_S``; it logs a warning naming the
+setting when it finds itself full, at most once every ``SAY_FULL_S``.
 
 The worker's server (handler/cli/worker.py) keeps ``Acceptor`` among uvicorn's ``servers``: ``close`` stops
 accepting and closes the socket in this process (other workers sharing it keep accepting), ``wait_closed`` waits for
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 from collections.abc import Callable, Sized
 
@@ -36,6 +38,8 @@ logger = logging.getLogger("uvicorn.error")
 RETRY_S = 1.0
 #: Seconds between two looks at a worker that holds its limit of connections.
 FULL_S = 0.01
+#: Seconds between two warnings that the worker holds its limit of connections.
+SAY_FULL_S = 60.0
 
 
 class Acceptor:
@@ -50,6 +54,7 @@ class Acceptor:
         self.connections, self.limit = connections, limit
         self.handing: set[asyncio.Task[object]] = set()
         self.closed = False
+        self.said_full = -math.inf  # when the last warning that the worker is full was logged (the loop's clock)
         sock.setblocking(False)
         loop.add_reader(sock.fileno(), self.accept)
 
@@ -63,6 +68,14 @@ class Acceptor:
         """Every connection waiting, up to the room there is, each handed to a new protocol on this loop."""
         room = self.room()
         if room <= 0:
+            now = self.loop.time()
+            if now - self.said_full >= SAY_FULL_S:
+                self.said_full = now
+                logger.warning(
+                    "the worker holds %s connections, its limit (OIP_MAX_CONNECTIONS): new connections wait in the "
+                    "listening socket's backlog until one closes",
+                    self.limit,
+                )
             self.pause(FULL_S)
             return
         for _ in range(room):

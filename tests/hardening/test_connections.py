@@ -20,6 +20,7 @@ from tests.support.servers import OipServer, oip_serve, wait_for
 
 MiB = 1 << 20
 TIMEOUTS = ("--header-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1")
+FULL_LINE = "the worker holds 600 connections, its limit (OIP_MAX_CONNECTIONS)"
 PARTIAL_HEAD = b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 
 
@@ -155,8 +156,8 @@ def test_bytes_that_begin_no_request_do_not_keep_a_connection(server: OipServer)
 def test_connections_beyond_the_cap_wait_in_the_backlog_until_one_goes() -> None:
     """600 idle connections (held: a server of its own, whose header timeout does not close them meanwhile) fill
     ``--max-connections 600``: a 601st connection is not accepted (it waits in the listening socket's accept queue,
-    where the kernel reports it) and its request is answered once an idle connection goes. No request is refused:
-    a connection refused and closed would come back at once."""
+    where the kernel reports it), the worker says so once, naming the setting, and the request is answered once an
+    idle connection goes. No request is refused: a connection refused and closed would come back at once."""
     with (
         oip_serve(
             "--header-timeout", "60", "--max-connections", "600", workers=1, log_level="warning", metrics=True
@@ -172,11 +173,13 @@ def test_connections_beyond_the_cap_wait_in_the_backlog_until_one_goes() -> None
         with _connect(server) as waiting:
             waiting.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             wait_for(lambda: procfs.accept_queue(port) == 1, "the 601st connection was not left waiting", timeout=30)
+            wait_for(lambda: FULL_LINE in server.output(), "the worker did not say it was full", timeout=30)
             assert server.open_files() - files <= 600
             idle.pop().close()  # one goes: the waiting connection is accepted and answered
             received, _ = _until_closed(waiting)
         assert received.startswith(b"HTTP/1.1 200 "), received
         assert _rejected(server) == 0
+        assert server.output().count(FULL_LINE) == 1, server.output()
         stack.close()  # the idle connections go
         wait_for(lambda: server.open_files() - files < 10, "the server kept their files open", timeout=30)
         iris_answers(server.url)

@@ -123,6 +123,11 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
         created.append(Counted(made))
         return created[-1]
 
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("uvicorn.error").addHandler(handler)
+
     async def run() -> None:
         acceptor = Acceptor(asyncio.get_running_loop(), sock, protocol, 1024, made, 5)
         await turns(TURNS)
@@ -138,9 +143,14 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
     try:
         loop.run_until_complete(run())
     finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
         for client in clients:
             client.close()
     assert seen == [5, 5, 5, 7]
+    assert lines == [  # once, though it was found full again after the two went
+        "the worker holds 5 connections, its limit (OIP_MAX_CONNECTIONS): new connections wait in the listening "
+        "socket's backlog until one closes"
+    ]
 
 
 def test_a_closed_acceptor_takes_nothing_more(loop: asyncio.AbstractEventLoop) -> None:
