@@ -28,7 +28,7 @@ import asyncio
 import logging
 import math
 import socket
-from collections.abc import Callable, Sized
+from collections.abc import Callable, Collection
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -44,15 +44,18 @@ SAY_FULL_S = 60.0
 
 class Acceptor:
     """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` a turn, while ``connections``
-    (the worker's open ones, uvicorn's ``server_state.connections``) and those being handed over are fewer than
-    ``limit``."""
+    (the worker's open ones, uvicorn's ``server_state.connections``: the protocols whose ``connection_made`` has
+    run) and those being handed over are fewer than ``limit``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
                  protocol_factory: Callable[[], asyncio.Protocol], backlog: int,
-                 connections: Sized = (), limit: int | None = None) -> None:  # fmt: skip
+                 connections: Collection[object] = (), limit: int | None = None) -> None:  # fmt: skip
         self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
         self.connections, self.limit = connections, limit
         self.handing: set[asyncio.Task[object]] = set()
+        #: The connections being handed over: each accepted socket until its protocol is made, then that protocol
+        #: until its hand-over ends (a turn or more after its ``connection_made`` counts it among ``connections``).
+        self.pending: set[object] = set()
         self.closed = False
         self.said_full = -math.inf  # when the last warning that the worker is full was logged (the loop's clock)
         sock.setblocking(False)
@@ -62,14 +65,16 @@ class Acceptor:
         """How many connections may be accepted now: the backlog, or fewer when the limit is that close."""
         if self.limit is None:
             return self.backlog
-        return min(self.backlog, self.limit - len(self.connections) - len(self.handing))
+        connections = self.connections
+        pending = sum(1 for each in self.pending if each not in connections)
+        return min(self.backlog, self.limit - len(connections) - pending)
 
     def accept(self) -> None:
         """Every connection waiting, up to the room there is, each handed to a new protocol on this loop."""
         room = self.room()
         if room <= 0:
             now = self.loop.time()
-            if now - self.said_full >= SAY_FULL_S:
+            if len(self.connections) >= self.limit and now - self.said_full >= SAY_FULL_S:  # type: ignore[operator]
                 self.said_full = now
                 logger.warning(
                     "the worker holds %s connections, its limit (OIP_MAX_CONNECTIONS): new connections wait in the "
@@ -89,6 +94,7 @@ class Acceptor:
                 logger.warning("accepting connections pauses %s s: %s", RETRY_S, exc.strerror or exc)
                 self.pause(RETRY_S)
                 return
+            self.pending.add(conn)
             task = self.loop.create_task(self.hand_over(conn))
             self.handing.add(task)
             task.add_done_callback(self.handing.discard)
@@ -104,10 +110,23 @@ class Acceptor:
 
     async def hand_over(self, conn: socket.socket) -> None:
         """``conn`` under a transport of this loop; a connection reset meanwhile is closed without a word."""
+        pending = self.pending
+        made: list[asyncio.Protocol] = []
+
+        def protocol() -> asyncio.Protocol:
+            made.append(self.protocol_factory())
+            pending.add(made[0])
+            pending.discard(conn)
+            return made[0]
+
         try:
-            await self.loop.connect_accepted_socket(self.protocol_factory, conn)
+            await self.loop.connect_accepted_socket(protocol, conn)
         except OSError:
             conn.close()
+        finally:
+            pending.discard(conn)
+            if made:
+                pending.discard(made[0])
 
     def close(self) -> None:
         """Stop accepting and close the listening socket in this process."""

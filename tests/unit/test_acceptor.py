@@ -108,36 +108,48 @@ def test_one_turn_takes_at_most_the_backlog(loop: asyncio.AbstractEventLoop) -> 
             client.close()
 
 
+class Open(asyncio.Protocol):
+    """A protocol among ``connections`` from ``connection_made`` to ``connection_lost``, as uvicorn's are."""
+
+    def __init__(self, connections: set[asyncio.Protocol], transports: list[asyncio.BaseTransport]) -> None:
+        self.connections, self.transports = connections, transports
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.connections.add(self)
+        self.transports.append(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.discard(self)
+
+
 def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_goes(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    """A limit of 5 open connections (``made`` holds the open ones) and 8 waiting: 5 are taken and the others stay in
-    the backlog however many turns pass; two that go let two more in, and the eighth still waits."""
+    """A limit of 5 open connections and 8 waiting: 5 are taken and the others stay in the backlog however many
+    turns pass; two that go let two more in, and the eighth still waits. The worker says it is full once."""
     sock = listening()
     clients = queued(sock, 8)
+    connections: set[asyncio.Protocol] = set()
     made: list[asyncio.BaseTransport] = []
     seen: list[int] = []
-    created: list[Counted] = []
-
-    def protocol() -> Counted:
-        created.append(Counted(made))
-        return created[-1]
-
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
     logging.getLogger("uvicorn.error").addHandler(handler)
 
     async def run() -> None:
-        acceptor = Acceptor(asyncio.get_running_loop(), sock, protocol, 1024, made, 5)
+        acceptor = Acceptor(asyncio.get_running_loop(), sock, lambda: Open(connections, made), 1024, connections, 5)
         await turns(TURNS)
-        seen.extend((len(made), len(created)))
-        for transport in (made.pop(), made.pop()):
+        seen.extend((len(connections), len(made)))
+        for transport in made[:2]:
             transport.close()
-        while len(made) < 5:  # accepting looks again FULL_S after it found no room
+        while len(made) < 7:  # accepting looks again FULL_S after it found no room
             await asyncio.sleep(FULL_S)
         await turns(TURNS)
-        seen.extend((len(made), len(created)))
+        while acceptor.pending:  # the last hand-overs end
+            await asyncio.sleep(0)
+        await asyncio.sleep(2 * FULL_S)  # accepting looks again, and finds no room
+        seen.extend((len(connections), len(made)))
         await taken(made, acceptor)
 
     try:
@@ -151,6 +163,19 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
         "the worker holds 5 connections, its limit (OIP_MAX_CONNECTIONS): new connections wait in the listening "
         "socket's backlog until one closes"
     ]
+
+
+def test_a_connection_made_is_counted_once_while_its_hand_over_ends(loop: asyncio.AbstractEventLoop) -> None:
+    """A protocol whose ``connection_made`` has run is among the open connections before its hand-over ends: it
+    takes one place of the limit, not two."""
+    connections: set[asyncio.Protocol] = set()
+    acceptor = Acceptor(loop, listening(), asyncio.Protocol, 1024, connections, 5)
+    protocol = asyncio.Protocol()
+    acceptor.pending.add(protocol)
+    assert acceptor.room() == 4
+    connections.add(protocol)
+    assert acceptor.room() == 4
+    acceptor.close()
 
 
 def test_a_closed_acceptor_takes_nothing_more(loop: asyncio.AbstractEventLoop) -> None:
