@@ -5,10 +5,12 @@ generator, in C); ``--against CHECKOUT`` runs another checkout's server in the s
 file in a Python-backend model, one instance (bench/bench_adaptive_overload.py's repository).
 
     python -m bench.bench_loop_shedding [--seconds 6] [--against /tmp/before] [--triton] [--factors 0.8,3]
+                                        [--connections N]
 
 Python clients offer at most about 1,000 requests a second here, half what one worker answers, so the load is
 h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection (at most ``CONNECTIONS`` of
-them, each sending more beyond), the connections opened evenly
+them, each sending more beyond; ``--connections`` sets their number, past the worker's OIP_MAX_CONNECTIONS too),
+the connections opened evenly
 over one period so that their requests do not come in step (h2load's ``-r``/``--rate-period``); a request is timed
 from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
 loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
@@ -191,10 +193,11 @@ def rejected(metrics_port: int | None) -> float:
 
 def measure(
     name: str, server: contextlib.AbstractContextManager[tuple[str, int | None, int]], factors: list[float],
-    seconds: float, work: Path, clients: int = 8,
+    seconds: float, work: Path, clients: int = 8, fixed: int | None = None,
 ) -> list[str]:  # fmt: skip
     """``server``'s rows; ``clients``: the connections that measure its capacity (a server with a queue bound gets
-    one more than the bound, so that none of them is refused)."""
+    one more than the bound, so that none of them is refused); ``fixed``: the load's connections, each sending its
+    share of the rate, instead of ``PER_CONNECTION`` a second each (at most ``CONNECTIONS``)."""
     rows = []
     with server as (base, metrics_port, pid):
         h2load(base, 8, work / "warm.log", 2)
@@ -203,7 +206,7 @@ def measure(
         capacity = h2load(base, clients, work / "capacity.log", 4)
         for factor in factors:
             rate = factor * capacity
-            connections = min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
+            connections = fixed or min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
             rps = max(1, round(rate / connections))
             before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
             with Probes(base) as probes:
@@ -231,6 +234,7 @@ def main() -> None:
     parser.add_argument("--triton", action="store_true", help="also tritonserver 2.51, defaults and max_queue_size")
     parser.add_argument("--queue", type=int, default=2, help="Triton's max_queue_size (default 2)")
     parser.add_argument("--factors", default="0.8,3")
+    parser.add_argument("--connections", type=int, help="the load's connections (default: 10 requests a second each)")
     args = parser.parse_args()
     if shutil.which("h2load") is None:
         raise SystemExit("bench_loop_shedding: h2load is not installed (Debian: apt-get install nghttp2-client)")
@@ -254,7 +258,7 @@ def main() -> None:
         rows = [
             row
             for name, server, clients in servers
-            for row in measure(name, server, factors, args.seconds, work, clients)
+            for row in measure(name, server, factors, args.seconds, work, clients, args.connections)
         ]
     print(f"load average after: {os.getloadavg()}")
     print("\n".join([*header, *rows]))
