@@ -99,8 +99,8 @@ def test_a_head_over_32_kib_gets_431(server: OipServer) -> None:
 
 
 def test_more_than_100_header_fields_get_431(server: OipServer) -> None:
-    """The body sent in the same packet as the head is read past: the refusal is not logged as an invalid request
-    (which a refused request's body once raised in uvicorn's body callback)."""
+    """The body sent in the same packet as the head is read past, not handed to uvicorn's body callback (which
+    raises on a request it never began): the refusal is not logged as an invalid request."""
     fields = b"".join(b"X-Field-%d: 1\r\n" % n for n in range(101))
     invalid = server.output().count("Invalid HTTP request")
     with _connect(server) as sock:
