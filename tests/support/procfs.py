@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 LISTENING = "0A"
@@ -43,28 +44,25 @@ def socket_inodes(pid: int) -> set[int]:
     return inodes
 
 
+def _listening_rows(port: int) -> Iterator[list[str]]:
+    """The fields of ``/proc/net/tcp``'s and ``tcp6``'s rows for the sockets listening on ``port``."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == LISTENING:
+                yield fields
+
+
 def listening(port: int) -> set[int]:
     """The inodes of the sockets listening on ``port``, IPv4 and IPv6 (gRPC listens on ``127.0.0.1`` through an
     IPv6 socket, as ``::ffff:127.0.0.1``), whoever holds them."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == LISTENING:
-                found.add(int(fields[9]))
-    return found
+    return {int(fields[9]) for fields in _listening_rows(port)}
 
 
 def accept_queue(port: int) -> int:
-    """The connections waiting to be accepted on ``port``'s listening sockets (a listening socket's ``rx_queue``
-    in ``/proc/net/tcp``: its accept queue)."""
-    waiting = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == LISTENING:
-                waiting += int(fields[4].split(":")[1], 16)
-    return waiting
+    """The connections waiting to be accepted on ``port``'s listening sockets (a listening socket's ``rx_queue``:
+    its accept queue)."""
+    return sum(int(fields[4].split(":")[1], 16) for fields in _listening_rows(port))
 
 
 def group_alive(pgid: int) -> bool:
