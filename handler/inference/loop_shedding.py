@@ -65,6 +65,9 @@ INCREASE: Final = 0.05
 RELEASE_S: Final = 1.0
 #: The share of the time between two probes the loop's thread must spend on the CPU for a late probe to count.
 BUSY: Final = 0.5
+#: The fewest answers between two probes from which the loop's rate is measured: a trickle gives one at most, beside
+#: whatever else kept the loop's thread busy meanwhile.
+MEASURED: Final = 2
 #: Time between two probes of the lag.
 PROBE_S: Final = 0.01
 #: The cap is never below this many requests in the worker.
@@ -95,8 +98,9 @@ class LoopShedding:
         self.answered = 0
         #: Requests refused since the process started.
         self.refused = 0
-        #: Answers a second, measured between probes while requests are in flight and the loop is busy (0 before
-        #: the first): what the loop answers when it has work, not a trickle's rate before a sudden load.
+        #: Answers a second, measured between probes while requests are in flight, the loop is busy and answers at
+        #: least ``MEASURED`` of them (0 before the first): what the loop answers when it has work, not a trickle's
+        #: rate before a sudden load, nor one answer beside a pause of the loop's own (a collection).
         self.rate = 0.0
         self._behind_since: float | None = None
         self._unused_since = 0.0  # since when the cap has refused nothing
@@ -174,7 +178,7 @@ class LoopShedding:
         try:
             since, answered = self._counted
             busy = (cpu - self._cpu) / (now - since) if now > since else 1.0
-            if inflight and now > since and busy >= BUSY:
+            if inflight and now > since and busy >= BUSY and self.answered - answered >= MEASURED:
                 rate = (self.answered - answered) / (now - since)
                 self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
             self._counted, self._cpu = (now, self.answered), cpu

@@ -283,6 +283,13 @@ def test_a_loop_an_interval_late_refuses_past_the_sudden_bound_before_any_cap(lo
     assert not LoopShedding(loop, tasks).behind(), "no probe due: never behind"
 
 
+def _busy(seconds: float) -> None:
+    """Keep this thread on the CPU for ``seconds`` of its own CPU time."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
 def _burn(stop: threading.Event) -> None:
     """Keep a core busy outside the GIL (hashlib releases it for a large buffer) until ``stop``."""
     data = bytes(1 << 20)
@@ -290,11 +297,12 @@ def _burn(stop: threading.Event) -> None:
         hashlib.sha256(data).digest()
 
 
-@pytest.mark.parametrize("other_threads", ["idle", "on the CPU"])
+@pytest.mark.parametrize("other_threads", ["idle", "on the CPU", "the loop pauses"])
 def test_the_rate_is_not_measured_while_the_loop_idles(loop: asyncio.AbstractEventLoop, other_threads: str) -> None:
     """A trickle of answers with the loop idle between them (as health probes before a sudden load) is no measure
     of what the loop answers: the rate stays unmeasured, and a sudden load's first cap is not set from it. The
-    process's other threads on the CPU (a model's runs, a test's servers) are not the loop's work."""
+    process's other threads on the CPU (a model's runs, a test's servers) are not the loop's work, and a pause of
+    the loop's own thread beside one answer (a collection) is not a load."""
     shedding = LoopShedding(loop, {1})
     stop = threading.Event()
     burner = threading.Thread(target=_burn, args=(stop,))
@@ -303,8 +311,10 @@ def test_the_rate_is_not_measured_while_the_loop_idles(loop: asyncio.AbstractEve
     shedding.watch()
 
     async def trickle() -> None:
-        for _ in range(20):
+        for index in range(20):
             shedding.answered += 1
+            if other_threads == "the loop pauses" and index % 5 == 0:
+                _busy(3 * PROBE_S)  # the loop's thread on the CPU past a probe, an answer in its window
             await asyncio.sleep(2 * PROBE_S)  # idle: no CPU between two answers, a probe or two
 
     try:
