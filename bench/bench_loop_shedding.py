@@ -19,7 +19,9 @@ health probe on a new connection every 50 ms throughout (their p99 after the fir
 load of every connection's first request; the bench process collects no garbage meanwhile, so that its own pauses
 are not timed as the server's),
 ``nv_inference_request_failure{reason="REJECTED"}`` counted during it, and the server's resident memory (every
-process) before and after. The load average is printed before and after; the client shares the two cores.
+process) before and after. Under each row, the load's slowest request and the kernel's dropped and retried
+handshakes during it (``/proc/net/netstat``): a connection that waits seconds shows there. The load average is
+printed before and after; the client shares the two cores.
 """
 
 from __future__ import annotations
@@ -101,6 +103,23 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     line = next(line for line in output.splitlines() if line.startswith("finished in"))
     return float(line.split(",")[1].split()[0])
+
+
+def slowest(log: Path) -> str:
+    """The log's slowest request (onset included): its time, status and when it was sent into the load; and how
+    many requests the log holds (h2load writes a request there once it is answered)."""
+    rows = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    start = min(int(row[0]) for row in rows)
+    took, status, sent = max((int(row[2]), row[1], int(row[0]) - start) for row in rows)
+    return f"slowest request {took / 1000:,.1f} ms ({status}, sent at {sent / 1e6:.2f} s); {len(rows):,} logged"
+
+
+def tcp_counters() -> dict[str, int]:
+    """The kernel's count of connections dropped from a full accept queue (``ListenOverflows``) and of SYNs sent
+    again (``TCPSynRetrans``): a client whose connection waits seconds for its handshake shows there."""
+    names, values = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines()[:2]]
+    counters = dict(zip(names[1:], values[1:], strict=True))
+    return {name: int(counters.get(name, 0)) for name in ("ListenOverflows", "TCPSynRetrans")}
 
 
 def read_log(log: Path, skip_s: float = ONSET_S) -> tuple[dict[str, list[float]], float]:
@@ -208,9 +227,10 @@ def measure(
             rate = factor * capacity
             connections = fixed or min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
             rps = max(1, round(rate / connections))
-            before_rss, before_rejected = rss_mb(pid), rejected(metrics_port)
+            before_rss, before_rejected, before_tcp = rss_mb(pid), rejected(metrics_port), tcp_counters()
             with Probes(base) as probes:
                 reached = h2load(base, connections, work / "load.log", seconds, rps)
+            tcp = {name: count - before_tcp[name] for name, count in tcp_counters().items()}
             statuses, start = read_log(work / "load.log")
             counts = Counter({status: len(values) for status, values in statuses.items()})
             ok, refused = statuses.get("200", []), statuses.get("503", [])
@@ -224,6 +244,8 @@ def measure(
                 f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} |"
             )
             print(rows[-1], flush=True)
+            print(f"  ({slowest(work / 'load.log')} of {int(connections * rps * seconds):,} sent; "
+                  f"{', '.join(f'{name} +{count}' for name, count in tcp.items())})", flush=True)  # fmt: skip
     return rows
 
 
