@@ -170,14 +170,12 @@ class ModelGate:
         return 2 * (self.alone_s or self.interval_s) + self.target_s
 
     def admits(self, deadline: Deadline | None, now: float | None = None) -> None:
-        """Refuse (Overloaded, or the deadline's error) a request this gate cannot answer in time, at ``now`` (the
-        gate's clock when None); else nothing."""
-        if self.interval_s and self.inflight:
-            self.refuse_past(self.answer_s(self.clock() if now is None else now), deadline)
-
-    def refuse_past(self, expected: float, deadline: Deadline | None) -> None:
-        """Refuse a request expected to be answered ``expected`` seconds from now if that is past its deadline (the
-        deadline's error) or, with none, past ``bound_s`` (Overloaded); else nothing."""
+        """Refuse a request arriving at ``now`` (the gate's clock when None) that this gate expects to answer past
+        its deadline (the deadline's error) or, with none, past ``bound_s`` (Overloaded); else nothing. Unmeasured
+        or idle, it refuses none."""
+        if not self.interval_s or not self.inflight:
+            return
+        expected = self.answer_s(self.clock() if now is None else now)
         if deadline is not None:
             remaining = deadline.remaining()
             if expected <= remaining:

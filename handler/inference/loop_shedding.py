@@ -178,8 +178,9 @@ class LoopShedding:
         try:
             since, answered = self._counted
             busy = (cpu - self._cpu) / (now - since) if now > since else 1.0
-            if inflight and now > since and busy >= BUSY and self.answered - answered >= MEASURED:
-                rate = (self.answered - answered) / (now - since)
+            answers = self.answered - answered
+            if inflight and now > since and busy >= BUSY and answers >= MEASURED:
+                rate = answers / (now - since)
                 self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
             self._counted, self._cpu = (now, self.answered), cpu
             self.judge(now - self._due, now, busy)
