@@ -1,34 +1,39 @@
-"""``Acceptor``: a worker's listening socket, every waiting connection accepted on each turn of the event loop.
+"""``Acceptor``: a worker's listening socket, read by a thread of its own that hands each connection to the event loop.
 
-An event loop's own server (``loop.create_server``) takes one connection per turn under uvloop: libuv accepts one
-connection each time the listening socket is readable, and the next one a turn later. A loop saturated by a
-sudden load turns slowly, so connections wait in the kernel's backlog for seconds, and a health check or a request
-on a new connection waits behind all of them, even while the worker answers refusals at once on the connections it
-has. ``Acceptor`` reads the listening socket itself (``loop.add_reader``): each time it is readable it accepts what
-waits there, up to the backlog, and hands each connection to the protocol with ``loop.connect_accepted_socket``, as
-asyncio's selector loop accepts up to the backlog at a time. A refused request then costs its connection one turn,
-not its place in a queue of connections.
+An event loop's own server (``loop.create_server``) takes one connection per turn under uvloop, and a loop
+saturated by a sudden load turns every few milliseconds: connections would wait in the kernel's backlog, and a
+health check on a new connection several turns more before the app answered it. ``Acceptor``'s thread accepts
+every connection waiting, up to the backlog at a time, and waits for each one's first bytes (at most
+``FIRST_BYTES_S``). A health check there is answered by the thread itself (handler/cli/health_check.py), as
+Triton's HTTP threads answer health whatever its models are doing; every other connection goes to the event loop
+(``loop.call_soon_threadsafe``), under a transport made by ``loop.connect_accepted_socket``, its first bytes unread.
 
 A worker holding ``limit`` open connections (OIP_MAX_CONNECTIONS) accepts no more until one closes, as Tomcat's
 ``maxConnections`` and gunicorn's ``worker_connections`` hold theirs: a new connection waits in the listening
 socket's backlog, where another worker sharing the socket may take it, at no cost to this one. Accepting one to
 answer it 503 and close it would not shed anything: a client that reconnects at once (a load generator, a pool)
-comes back on the next turn, and the accepting, the new protocol and the refusal, over and over, take the loop's
-time from the requests it holds. While full, the acceptor looks again every ``FULL_S``; it logs a warning naming the
-setting when it finds itself full, at most once every ``SAY_FULL_S``.
+comes back at once, and the accepting, the new protocol and the refusal, over and over, take the loop's time from
+the requests it holds. While full, the thread looks again every ``FULL_S``; it logs a warning naming the setting
+when it finds itself full, at most once every ``SAY_FULL_S``. An error of its own is logged and the thread goes on.
 
-The worker's server (handler/cli/worker.py) keeps ``Acceptor`` among uvicorn's ``servers``: ``close`` stops
-accepting and closes the socket in this process (other workers sharing it keep accepting), ``wait_closed`` waits for
+The worker's server (handler/cli/worker.py) keeps ``Acceptor`` among uvicorn's ``servers``: ``close`` stops the
+thread and closes the socket in this process (other workers sharing it keep accepting), ``wait_closed`` waits for
 the connections being handed over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import selectors
 import socket
+import threading
+import time
 from collections.abc import Callable, Collection
+
+from handler.cli.health_check import FIRST_READ, HealthCheck
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -40,40 +45,102 @@ RETRY_S = 1.0
 FULL_S = 0.01
 #: Seconds between two warnings that the worker holds its limit of connections.
 SAY_FULL_S = 60.0
+#: Seconds a new connection's first bytes are waited for in the thread before it goes to the event loop without
+#: them (a pool that opens connections ahead of its requests): the client's bytes come right after its handshake.
+FIRST_BYTES_S = 0.05
+#: Seconds the thread gives a health check's answer to leave (a few hundred bytes into an empty send buffer).
+ANSWER_S = 1.0
 
 
 class Acceptor:
-    """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` a turn, while ``connections``
+    """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` at a time, while ``connections``
     (the worker's open ones, uvicorn's ``server_state.connections``: the protocols whose ``connection_made`` has
-    run) and those being handed over are fewer than ``limit``."""
+    run) and those being handed over are fewer than ``limit``; ``health`` answers a new connection's health check."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
                  protocol_factory: Callable[[], asyncio.Protocol], backlog: int,
-                 connections: Collection[object] = (), limit: int | None = None) -> None:  # fmt: skip
+                 connections: Collection[object] = (), limit: int | None = None,
+                 health: HealthCheck | None = None) -> None:  # fmt: skip
         self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
-        self.connections, self.limit = connections, limit
+        self.connections, self.limit, self.health = connections, limit, health
         self.handing: set[asyncio.Task[object]] = set()
-        #: The connections being handed over: each accepted socket until its protocol is made, then that protocol
-        #: until its hand-over ends (a turn or more after its ``connection_made`` counts it among ``connections``).
+        #: The connections accepted and not yet open: each accepted socket until its protocol is made, then that
+        #: protocol until its hand-over ends (a turn or more after its ``connection_made`` counts it among
+        #: ``connections``). Both threads change it, under ``lock``.
         self.pending: set[object] = set()
+        self.lock = threading.Lock()
         self.closed = False
-        self.said_full = -math.inf  # when the last warning that the worker is full was logged (the loop's clock)
+        self.said_full = -math.inf  # when the last warning that the worker is full was logged (time.monotonic)
         sock.setblocking(False)
-        loop.add_reader(sock.fileno(), self.accept)
+        self.waker, self.wake = socket.socketpair()
+        self.waker.setblocking(False)
+        self.selector = selectors.DefaultSelector()  # made here, so that a process out of files fails to start
+        self.thread = threading.Thread(target=self.run, name="oip-acceptor", daemon=True)
+        self.thread.start()
 
     def room(self) -> int:
         """How many connections may be accepted now: the backlog, or fewer when the limit is that close."""
         if self.limit is None:
             return self.backlog
         connections = self.connections
-        pending = sum(1 for each in self.pending if each not in connections)
+        with self.lock:
+            pending = sum(1 for each in self.pending if each not in connections)
         return min(self.backlog, self.limit - len(connections) - pending)
 
-    def accept(self) -> None:
-        """Every connection waiting, up to the room there is, each handed to a new protocol on this loop."""
+    # The thread
+
+    def run(self) -> None:
+        """Until ``close``: accept, wait for first bytes, answer health checks, hand the rest to the loop."""
+        selector = self.selector
+        selector.register(self.waker, selectors.EVENT_READ)
+        held: dict[socket.socket, float] = {}  # connections waiting for their first bytes: until when
+        paused_until: float | None = None  # accepting paused (full, or an error) until then; None: listening
+        selector.register(self.sock, selectors.EVENT_READ)
+        try:
+            while not self.closed:
+                now = time.monotonic()
+                if paused_until is not None and now >= paused_until:
+                    selector.register(self.sock, selectors.EVENT_READ)
+                    paused_until = None
+                waits = [until - now for until in held.values()]
+                if paused_until is not None:
+                    waits.append(paused_until - now)
+                try:
+                    ready = selector.select(max(0.0, min(waits)) if waits else None)
+                    for key, _ in ready:
+                        if key.fileobj is self.sock:
+                            pause = self.accept(selector, held)
+                            if pause:
+                                selector.unregister(self.sock)
+                                paused_until = time.monotonic() + pause
+                        elif key.fileobj is self.waker:
+                            with contextlib.suppress(BlockingIOError):
+                                self.waker.recv(64)
+                        else:
+                            conn = key.fileobj
+                            assert isinstance(conn, socket.socket)
+                            selector.unregister(conn)
+                            del held[conn]
+                            self.first_bytes(conn)
+                    now = time.monotonic()
+                    for conn in [conn for conn, until in held.items() if until <= now]:
+                        selector.unregister(conn)
+                        del held[conn]
+                        self.hand_over_soon(conn)
+                except Exception:
+                    logger.exception("accepting connections: the accepting thread goes on after %s s", RETRY_S)
+                    time.sleep(RETRY_S)
+        finally:
+            for conn in held:
+                self.hand_over_soon(conn)
+            selector.close()
+
+    def accept(self, selector: selectors.BaseSelector, held: dict[socket.socket, float]) -> float:
+        """Every connection waiting, up to the room there is, each held for its first bytes; the seconds accepting
+        pauses for (0: none)."""
         room = self.room()
         if room <= 0:
-            now = self.loop.time()
+            now = time.monotonic()
             if len(self.connections) >= self.limit and now - self.said_full >= SAY_FULL_S:  # type: ignore[operator]
                 self.said_full = now
                 logger.warning(
@@ -81,42 +148,74 @@ class Acceptor:
                     "listening socket's backlog until one closes",
                     self.limit,
                 )
-            self.pause(FULL_S)
-            return
+            return FULL_S
+        until = time.monotonic() + FIRST_BYTES_S
         for _ in range(room):
             try:
                 conn, _address = self.sock.accept()
             except (BlockingIOError, InterruptedError):
-                return
+                return 0.0
             except ConnectionAbortedError:
                 continue
             except OSError as exc:
                 logger.warning("accepting connections pauses %s s: %s", RETRY_S, exc.strerror or exc)
-                self.pause(RETRY_S)
-                return
-            self.pending.add(conn)
-            task = self.loop.create_task(self.hand_over(conn))
-            self.handing.add(task)
-            task.add_done_callback(self.handing.discard)
+                return RETRY_S
+            with self.lock:
+                self.pending.add(conn)
+            if self.health is None:
+                self.hand_over_soon(conn)
+            else:
+                held[conn] = until
+                selector.register(conn, selectors.EVENT_READ)
+        return 0.0
 
-    def pause(self, seconds: float) -> None:
-        """Leave the waiting connections in the backlog for ``seconds``."""
-        self.loop.remove_reader(self.sock.fileno())
-        self.loop.call_later(seconds, self.resume)
+    def first_bytes(self, conn: socket.socket) -> None:
+        """``conn`` has bytes (or has closed): a health check is answered here, anything else goes to the loop."""
+        assert self.health is not None
+        kept: bool | None = True
+        try:
+            conn.settimeout(ANSWER_S)
+            data = conn.recv(FIRST_READ, socket.MSG_PEEK)
+            kept = self.health.answer(conn, data) if data else False
+        except OSError:
+            kept = False
+        except Exception:
+            logger.exception("answering a health check: its connection is closed")
+            kept = False
+        if kept is False:
+            with self.lock:
+                self.pending.discard(conn)
+            conn.close()
+        else:
+            self.hand_over_soon(conn)
 
-    def resume(self) -> None:
-        if not self.closed:
-            self.loop.add_reader(self.sock.fileno(), self.accept)
+    def hand_over_soon(self, conn: socket.socket) -> None:
+        """``conn`` to the event loop (closed when the loop is)."""
+        try:
+            conn.setblocking(False)
+            self.loop.call_soon_threadsafe(self.take, conn)
+        except RuntimeError:
+            with self.lock:
+                self.pending.discard(conn)
+            conn.close()
+
+    # The event loop
+
+    def take(self, conn: socket.socket) -> None:
+        task = self.loop.create_task(self.hand_over(conn))
+        self.handing.add(task)
+        task.add_done_callback(self.handing.discard)
 
     async def hand_over(self, conn: socket.socket) -> None:
         """``conn`` under a transport of this loop; a connection reset meanwhile is closed without a word."""
-        pending = self.pending
+        pending, lock = self.pending, self.lock
         made: list[asyncio.Protocol] = []
 
         def protocol() -> asyncio.Protocol:
             made.append(self.protocol_factory())
-            pending.add(made[0])
-            pending.discard(conn)
+            with lock:
+                pending.add(made[0])
+                pending.discard(conn)
             return made[0]
 
         try:
@@ -124,19 +223,26 @@ class Acceptor:
         except OSError:
             conn.close()
         finally:
-            pending.discard(conn)
-            if made:
-                pending.discard(made[0])
+            with lock:
+                pending.discard(conn)
+                if made:
+                    pending.discard(made[0])
 
     def close(self) -> None:
-        """Stop accepting and close the listening socket in this process."""
+        """Stop accepting and close the listening socket in this process; the connections the thread held go to the
+        loop."""
         if self.closed:
             return
         self.closed = True
-        self.loop.remove_reader(self.sock.fileno())
+        with contextlib.suppress(OSError):
+            self.wake.send(b"\0")
+        self.thread.join()
         self.sock.close()
+        self.waker.close()
+        self.wake.close()
 
     async def wait_closed(self) -> None:
         """Once the connections accepted before ``close`` are handed over."""
+        await asyncio.sleep(0)  # the hand-overs the thread scheduled as it ended
         if self.handing:
             await asyncio.wait(set(self.handing))

@@ -34,7 +34,10 @@ from typing import Final
 import uvicorn
 
 from handler.cli.acceptor import Acceptor
+from handler.cli.connections import process_limits
+from handler.cli.health_check import HealthCheck
 from handler.cli.metrics_endpoint import MetricsEndpoint
+from handler.rest.health import HEALTH
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
 from handler.runtime.parent import die_with_parent
@@ -67,10 +70,14 @@ class WorkerServer(uvicorn.Server):
         self.replacement_asked = False
         self.draining = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: The new connections' health checks its acceptors answer (none before ``startup``).
+        self.health_checks: HealthCheck | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's startup (the lifespan, then the listeners), with an ``Acceptor`` on each socket in place of the
-        loop's own server, which under uvloop takes one connection per turn of the loop (handler/cli/acceptor.py)."""
+        loop's own server, which under uvloop takes one connection per turn of the loop (handler/cli/acceptor.py);
+        its thread answers a new connection's health check with the app's ``ServerHealth``, which the app's
+        lifespan state hands over (``HEALTH``)."""
         await super().startup(sockets=[] if sockets is not None else None)
         if sockets is None or self.should_exit:
             return
@@ -81,8 +88,11 @@ class WorkerServer(uvicorn.Server):
             return protocol_class(config=config, server_state=state, app_state=app_state)  # type: ignore[call-arg]
 
         loop = asyncio.get_running_loop()
+        health = self.lifespan.state.get(HEALTH)
+        check = None if health is None else HealthCheck(health, state, process_limits())
+        self.health_checks = check
         self.servers = [  # type: ignore[misc]
-            Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency)
+            Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency, check)
             for sock in sockets
         ]
 
@@ -97,7 +107,7 @@ class WorkerServer(uvicorn.Server):
                 logger.warning("The supervisor is gone: draining.")
                 self.handle_exit(signal.SIGTERM, None)
                 return True
-            served = self.server_state.total_requests
+            served = self.server_state.total_requests + (self.health_checks.answered if self.health_checks else 0)
             if self.max_requests is not None and not self.replacement_asked and served >= self.max_requests:
                 self.replacement_asked = True
                 self.heartbeat.served()

@@ -82,6 +82,21 @@ class DataPlane:
         """Every local model's default version can serve, and Triton answers if models are routed to it."""
         return await self.router.ready()
 
+    def serves_only_locally(self) -> bool:
+        """Whether no model is forwarded to Triton."""
+        return self.router.client is None
+
+    def local_ready(self) -> bool | None:
+        """``ready`` told without an event loop, from any thread: for a server whose models are all local and
+        loaded, whose backends tell readiness without waiting. None when telling it would wait."""
+        step = self.router.ready()
+        try:
+            step.send(None)
+        except StopIteration as done:
+            return bool(done.value)
+        step.close()
+        return None
+
     def server_metadata(self, transport: Transport) -> dict[str, object]:
         """``$metadata_server_response``, listing the extensions that ``transport`` serves."""
         extensions = [*EXTENSIONS[transport], *self.extensions]

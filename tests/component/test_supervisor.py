@@ -111,6 +111,20 @@ def test_max_requests_replaces_workers_without_dropping_a_request(iris_repositor
         assert "keeps serving" not in server.child.text()
 
 
+def test_health_checks_answered_as_connections_are_accepted_count_toward_max_requests(iris_repository: Path) -> None:
+    """A health check on a new connection is answered by the worker's accepting thread, not its app; it is a
+    request served all the same, as gunicorn counts every request toward ``--max-requests``."""
+    with supervised(iris_repository, "--max-requests", "20", "--max-requests-jitter", "1") as server:
+        first = _two_workers(server)
+        for _ in range(100):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+                sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n")
+                assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+        wait_for(lambda: not first <= workers(server.pid), "no worker was replaced",
+                 detail=lambda: server.child.text()[-2000:])  # fmt: skip
+        assert "answered its --max-requests: starting its replacement" in server.child.text()
+
+
 def test_with_one_worker_a_stuck_event_loop_ends_the_process_with_70(tmp_path: Path) -> None:
     """No supervisor with one worker: a model run on the event loop (``OIP_INLINE_RUN_MS=inf``) for longer than
     ``--worker-timeout`` stops the loop's beats, and the watchdog thread ends the process with 70 and the threads'

@@ -1,6 +1,7 @@
-"""A worker's listening socket (handler/cli/acceptor.py): every connection waiting is taken within a few turns of
-the event loop, under uvloop as under asyncio's own loop, so that a new connection is not left in the kernel's
-backlog while a saturated loop turns slowly."""
+"""A worker's listening socket (handler/cli/acceptor.py): a thread of its own accepts every connection waiting and
+hands it to the event loop, under uvloop as under asyncio's own loop, so that a new connection is not left in the
+kernel's backlog while a saturated loop turns slowly; a new connection's health check is answered by that thread
+while the loop is busy."""
 
 from __future__ import annotations
 
@@ -12,24 +13,29 @@ import resource
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import uvicorn
 import uvloop
+from uvicorn.server import ServerState
 
-from handler.cli.acceptor import FULL_S, RETRY_S, Acceptor
+from handler.cli.acceptor import RETRY_S, Acceptor
+from handler.cli.connections import ConnectionLimits
+from handler.cli.health_check import HealthCheck
 from handler.cli.worker import WorkerServer
+from tests.support import procfs
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "asyncio": asyncio.new_event_loop,
     "uvloop": uvloop.new_event_loop,
 }
-#: Connections queued before the acceptor starts, and the loop's turns they are all taken in: a socket taking one
-#: connection a turn (libuv's) is far from done after TURNS.
+#: Connections queued before the acceptor starts.
 WAITING = 64
-TURNS = 12
+#: Seconds a test's client waits for an answer before it fails (a failure, not a measure).
+PATIENCE_S = 60
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -62,47 +68,34 @@ def queued(sock: socket.socket, count: int) -> list[socket.socket]:
     return [socket.create_connection(sock.getsockname()) for _ in range(count)]
 
 
-async def turns(count: int) -> None:
-    for _ in range(count):
-        await asyncio.sleep(0)
+async def until(condition: Callable[[], bool]) -> None:
+    """Once ``condition`` holds, looked at every millisecond while the loop turns."""
+    while not condition():
+        await asyncio.sleep(0.001)
 
 
-async def taken(made: list[asyncio.BaseTransport], acceptor: Acceptor) -> int:
-    """How many connections ``acceptor`` handed over in ``TURNS`` turns; the acceptor closed after them."""
-    await turns(TURNS)
-    count = len(made)
+async def closed(made: list[asyncio.BaseTransport], acceptor: Acceptor) -> None:
+    """The acceptor closed, and the connections it handed over."""
     acceptor.close()
     await acceptor.wait_closed()
     for transport in made:
         transport.close()
-    await turns(2)
-    return count
+    await asyncio.sleep(0)
 
 
-def test_every_waiting_connection_is_taken_within_a_few_turns(loop: asyncio.AbstractEventLoop) -> None:
+def test_every_waiting_connection_is_taken(loop: asyncio.AbstractEventLoop) -> None:
     sock = listening()
     clients = queued(sock, WAITING)
     made: list[asyncio.BaseTransport] = []
 
     async def run() -> int:
-        return await taken(made, Acceptor(asyncio.get_running_loop(), sock, lambda: Counted(made), 1024))
+        acceptor = Acceptor(asyncio.get_running_loop(), sock, lambda: Counted(made), 8)
+        await until(lambda: len(made) == WAITING)
+        await closed(made, acceptor)
+        return len(made)
 
     try:
         assert loop.run_until_complete(run()) == WAITING
-    finally:
-        for client in clients:
-            client.close()
-
-
-def test_one_turn_takes_at_most_the_backlog(loop: asyncio.AbstractEventLoop) -> None:
-    sock = listening()
-    clients = queued(sock, 20)
-    made: list[asyncio.BaseTransport] = []
-    acceptor = Acceptor(loop, sock, lambda: Counted(made), 8)
-    try:
-        acceptor.accept()
-        assert len(acceptor.handing) == 8
-        assert loop.run_until_complete(taken(made, acceptor)) == 20
     finally:
         for client in clients:
             client.close()
@@ -125,9 +118,10 @@ class Open(asyncio.Protocol):
 def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_goes(
     loop: asyncio.AbstractEventLoop,
 ) -> None:
-    """A limit of 5 open connections and 8 waiting: 5 are taken and the others stay in the backlog however many
-    turns pass; two that go let two more in, and the eighth still waits. The worker says it is full once."""
+    """A limit of 5 open connections and 8 waiting: 5 are taken and the others stay in the listening socket's
+    accept queue; two that go let two more in, and the eighth still waits there. The worker says it is full once."""
     sock = listening()
+    port = sock.getsockname()[1]
     clients = queued(sock, 8)
     connections: set[asyncio.Protocol] = set()
     made: list[asyncio.BaseTransport] = []
@@ -139,18 +133,14 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
 
     async def run() -> None:
         acceptor = Acceptor(asyncio.get_running_loop(), sock, lambda: Open(connections, made), 1024, connections, 5)
-        await turns(TURNS)
-        seen.extend((len(connections), len(made)))
+        await until(lambda: bool(lines))  # the thread found no room
+        await until(lambda: not acceptor.pending)
+        seen.extend((len(connections), len(made), procfs.accept_queue(port)))
         for transport in made[:2]:
             transport.close()
-        while len(made) < 7:  # accepting looks again FULL_S after it found no room
-            await asyncio.sleep(FULL_S)
-        await turns(TURNS)
-        while acceptor.pending:  # the last hand-overs end
-            await asyncio.sleep(0)
-        await asyncio.sleep(2 * FULL_S)  # accepting looks again, and finds no room
-        seen.extend((len(connections), len(made)))
-        await taken(made, acceptor)
+        await until(lambda: len(made) == 7 and not acceptor.pending)
+        seen.extend((len(connections), len(made), procfs.accept_queue(port)))
+        await closed(made, acceptor)
 
     try:
         loop.run_until_complete(run())
@@ -158,7 +148,7 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
         logging.getLogger("uvicorn.error").removeHandler(handler)
         for client in clients:
             client.close()
-    assert seen == [5, 5, 5, 7]
+    assert seen == [5, 5, 3, 5, 7, 1]
     assert lines == [  # once, though it was found full again after the two went
         "the worker holds 5 connections, its limit (OIP_MAX_CONNECTIONS): new connections wait in the listening "
         "socket's backlog until one closes"
@@ -169,7 +159,8 @@ def test_a_connection_made_is_counted_once_while_its_hand_over_ends(loop: asynci
     """A protocol whose ``connection_made`` has run is among the open connections before its hand-over ends: it
     takes one place of the limit, not two."""
     connections: set[asyncio.Protocol] = set()
-    acceptor = Acceptor(loop, listening(), asyncio.Protocol, 1024, connections, 5)
+    sock = listening()
+    acceptor = Acceptor(loop, sock, asyncio.Protocol, 1024, connections, 5)
     protocol = asyncio.Protocol()
     acceptor.pending.add(protocol)
     assert acceptor.room() == 4
@@ -206,9 +197,7 @@ def test_the_worker_server_listens_through_acceptors(loop: asyncio.AbstractEvent
 
     async def run() -> tuple[list[type], int]:
         serving = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            await asyncio.sleep(0)
-        await turns(TURNS)
+        await until(lambda: server.started and len(server.server_state.connections) == WAITING)
         kinds, connected = [type(listener) for listener in server.servers], len(server.server_state.connections)
         server.should_exit = True
         await serving
@@ -227,7 +216,7 @@ def out_of_file_descriptors() -> None:
     """Run in a process of its own (``python -c``): accepting while the process has no file descriptor left, then
     once it has; prints what was seen as JSON."""
     sock = listening()
-    clients = queued(sock, 3)
+    clients: list[socket.socket] = []
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
@@ -237,6 +226,7 @@ def out_of_file_descriptors() -> None:
 
     async def run() -> dict[str, object]:
         acceptor = Acceptor(asyncio.get_running_loop(), sock, lambda: Counted(made), 8)
+        clients.extend(socket.socket() for _ in range(3))  # connected once no file descriptor is left
         resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
         fillers = []
         try:
@@ -244,7 +234,9 @@ def out_of_file_descriptors() -> None:
                 fillers.append(open(os.devnull))  # noqa: SIM115 (closed below)
         except OSError:
             pass
-        await turns(TURNS)
+        for client in clients:
+            client.connect(sock.getsockname())
+        await until(lambda: bool(lines))
         seen = {"made_while_full": len(made), "lines": list(lines)}
         for filler in fillers:
             filler.close()
@@ -267,3 +259,75 @@ def test_a_process_out_of_file_descriptors_pauses_accepting_and_resumes() -> Non
     assert seen["made_while_full"] == 0
     assert seen["lines"] == [f"accepting connections pauses {RETRY_S} s: Too many open files"]
     assert seen["made_after"] == 3
+
+
+def ask(port: int, request: bytes) -> bytes:
+    """``request`` on a new connection, and everything answered until the server closes it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+        return answer
+
+
+def test_a_new_connections_health_check_is_answered_while_the_event_loop_is_blocked(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """The loop is held by a callback that waits until the health check has its answer: the acceptor's thread
+    answered it. A connection asking anything else is handed over, its bytes unread, once the loop turns again."""
+    from handler.config.settings import DEMO_REPOSITORY
+    from handler.rest.health import ServerHealth
+    from handler.runtime.container import build_dataplane
+    from tests.conftest import make_settings
+
+    health = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
+    limits = ConnectionLimits(10, 30, 8192, 100, 5)
+    served = ServerState()
+    served.default_headers = [(b"server", b"uvicorn")]
+    sock = listening()
+    port = sock.getsockname()[1]
+    other = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S)
+    other.sendall(b"GET /v2/models/iris HTTP/1.1\r\nConnection: close\r\n\r\n")
+    answers: list[bytes] = []
+    answered = threading.Event()
+
+    def health_check() -> None:
+        answers.append(ask(port, b"GET /v2/health/ready HTTP/1.1\r\nConnection: close\r\n\r\n"))
+        answered.set()
+
+    class Reads(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.read = b""
+
+        def data_received(self, data: bytes) -> None:
+            self.read += data
+
+    protocols: list[Reads] = []
+
+    def made() -> Reads:
+        protocols.append(Reads())
+        return protocols[-1]
+
+    async def run() -> list[bytes]:
+        acceptor = Acceptor(asyncio.get_running_loop(), sock, made, 8, (), None, HealthCheck(health, served, limits))
+        client = threading.Thread(target=health_check)
+        client.start()
+        assert answered.wait(PATIENCE_S), "the health check was not answered while the loop was held"
+        handed_while_held = len(protocols)
+        client.join()
+        await until(lambda: bool(protocols) and bool(protocols[0].read))
+        acceptor.close()
+        await acceptor.wait_closed()
+        return [str(handed_while_held).encode(), protocols[0].read]
+
+    try:
+        handed_while_held, read = loop.run_until_complete(run())
+    finally:
+        other.close()
+    assert answers == [
+        b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\ncontent-length: 14\r\ncontent-type: application/json\r\n"
+        b'connection: close\r\n\r\n{"ready":true}'
+    ]
+    assert handed_while_held == b"0"
+    assert read == b"GET /v2/models/iris HTTP/1.1\r\nConnection: close\r\n\r\n"

@@ -1,0 +1,90 @@
+"""``oip serve`` answers a new connection's health check in the thread that accepts it (handler/cli/acceptor.py):
+byte for byte what the app answers on a kept-alive connection, the date aside; its access log line as uvicorn's;
+counted among the requests a worker serves. Raw sockets on 127.0.0.1, so that each request's bytes are known."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.servers import OipServer, oip_serve, wait_for
+
+PATIENCE_S = 60
+DATE = re.compile(rb"date: [^\r]*\r\n")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[OipServer]:
+    with oip_serve(workers=1, access_log=True) as served:
+        yield served
+
+
+def _connect(server: OipServer) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S)
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """One answer: its head, and a body of its content-length."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(4096) or b"<closed>"
+        assert not received.endswith(b"<closed>"), received
+    head, body = received.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(4096)
+    return head + b"\r\n\r\n" + body
+
+
+@pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready"])
+def test_the_first_requests_answer_is_the_apps(server: OipServer, path: str) -> None:
+    """The first request of a connection is answered by the accepting thread, the second by the app on the event
+    loop: the same bytes but for the date."""
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    with _connect(server) as sock:
+        sock.sendall(request)
+        first = _answer(sock)
+        sock.sendall(request)
+        second = _answer(sock)
+    assert DATE.sub(b"", first) == DATE.sub(b"", second)
+    assert DATE.sub(b"", first).startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\n")
+
+
+def test_a_client_that_asks_for_close_gets_it(server: OipServer) -> None:
+    closing = b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n"
+    for request in (b"GET /v2/health/live HTTP/1.0\r\n\r\n", closing):
+        with _connect(server) as sock:
+            sock.sendall(request)
+            answer = _answer(sock)
+            assert sock.recv(4096) == b""  # closed after the answer
+        assert b"\r\nconnection: close\r\n" in answer
+        assert answer.endswith(b'{"live":true}')
+
+
+def test_pipelined_health_checks_are_answered_in_order(server: OipServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\n\r\nGET /v2/health/ready HTTP/1.1\r\n\r\n")
+        assert _answer(sock).endswith(b'{"live":true}')
+        assert _answer(sock).endswith(b'{"ready":true}')
+
+
+def test_another_method_on_the_health_path_is_the_apps_to_answer(server: OipServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"POST /v2/health/ready HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        assert _answer(sock).startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+
+
+def test_each_health_check_is_logged_as_uvicorn_logs_a_request(server: OipServer) -> None:
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v2/health/ready?from=a-new-connection HTTP/1.1\r\n\r\n")
+        _answer(sock)
+        port = sock.getsockname()[1]
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n")
+        _answer(sock)
+        mine = sock.getsockname()[1]
+    wait_for(lambda: f'127.0.0.1:{mine} - "GET /v2/health/live HTTP/1.1" 200' in server.output(), "no access line")
+    assert f'127.0.0.1:{port} - "GET /v2/health/ready?from=a-new-connection HTTP/1.1" 200' in server.output()

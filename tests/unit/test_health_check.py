@@ -1,0 +1,124 @@
+"""A new connection's health check, told from its first bytes and answered off the event loop
+(handler/cli/health_check.py, handler/rest/health.py's ``ServerHealth``): only a whole ``GET`` of the server's
+health with nothing after it is answered there; anything else is left unread for the event loop's protocol."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from uvicorn.server import ServerState
+
+from adapters.triton.settings import TritonSettings
+from handler.cli.connections import ConnectionLimits
+from handler.cli.health_check import Asked, HealthCheck, health_asked
+from handler.config.settings import DEMO_REPOSITORY
+from handler.rest.health import ServerHealth
+from handler.runtime.container import build_dataplane
+from tests.conftest import make_settings
+
+LIMITS = ConnectionLimits(header_timeout=10, body_timeout=30, max_header_bytes=512, max_headers=4, keep_alive_timeout=5)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "keep_alive", "version"),
+    [
+        (b"GET /v2/health/ready HTTP/1.1\r\nHost: a\r\n\r\n", "/v2/health/ready", True, "1.1"),
+        (b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n", "/v2/health/live", False, "1.1"),
+        (b"GET /v2/health/live HTTP/1.0\r\n\r\n", "/v2/health/live", False, "1.0"),
+        (b"GET /v2/health/live?verbose=1 HTTP/1.1\r\n\r\n", "/v2/health/live?verbose=1", True, "1.1"),
+    ],
+)
+def test_a_whole_health_check_alone_is_told(data: bytes, path: str, keep_alive: bool, version: str) -> None:
+    assert health_asked(data, LIMITS) == Asked(path, len(data), keep_alive, version)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nHost: a\r\n", id="a head not yet whole"),
+        pytest.param(b"GET /v2/health/re", id="a target not yet whole"),
+        pytest.param(b"HEAD /v2/health/ready HTTP/1.1\r\n\r\n", id="another method"),
+        pytest.param(b"POST /v2/health/ready HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", id="a body"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nContent-Length: 0\r\n\r\n", id="a content length"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", id="chunked"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\n\r\nGET /v2/health/live HTTP/1.1\r\n\r\n", id="pipelined"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\n\r\nGET /v2", id="the next request begun"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\n" + b"A: b\r\n" * 5 + b"\r\n", id="more fields than allowed"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nA: " + b"b" * 500 + b"\r\n\r\n", id="a head too long"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n", id="upgrade"),
+        pytest.param(b"GET /v2/health/ready HTTP/1.1\r\nBad Header\r\n\r\n", id="malformed"),
+        pytest.param(b"GET /v2/models/iris HTTP/1.1\r\n\r\n", id="another path"),
+    ],
+)
+def test_anything_else_is_left_to_the_event_loop(data: bytes) -> None:
+    assert health_asked(data, LIMITS) is None
+
+
+def test_the_demo_servers_health_is_told_without_the_event_loop() -> None:
+    health = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
+    assert health.answer("/v2/health/live") == (200, b'{"live":true}')
+    assert health.answer("/v2/health/ready") == (200, b'{"ready":true}')
+    assert health.answer("/v2/health/ready?verbose=1") is None
+    assert health.answer("/v2/models/iris/ready") is None
+
+
+def test_a_repository_with_a_model_that_failed_to_load_is_not_ready(test_repository: Path) -> None:
+    health = ServerHealth(build_dataplane(make_settings(test_repository)), eager_load=True)
+    assert health.answer("/v2/health/ready") == (400, b'{"ready":false}')
+
+
+def test_readiness_that_asks_triton_or_loads_models_is_left_to_the_event_loop() -> None:
+    triton = TritonSettings(url="127.0.0.1:1", routes=TritonSettings.parse_routes("resnet"))
+    forwarding = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY, triton=triton)), eager_load=True)
+    assert forwarding.answer("/v2/health/ready") is None
+    assert forwarding.answer("/v2/health/live") == (200, b'{"live":true}')
+    deferred = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY, eager_load=False)), eager_load=False)
+    assert deferred.answer("/v2/health/ready") is None
+
+
+def draining_answers() -> None:
+    """Run in a process of its own (``python -c``): the answers once the drain has begun, as JSON."""
+    from handler.runtime.drain import begin_drain
+
+    health = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
+    begin_drain()
+    answers = {path: health.answer(path) for path in ("/v2/health/live", "/v2/health/ready")}
+    print(json.dumps({path: [status, body.decode()] for path, (status, body) in answers.items()}))  # type: ignore[misc]
+
+
+def test_a_draining_server_is_live_and_not_ready() -> None:
+    command = [sys.executable, "-c", "from tests.unit.test_health_check import draining_answers as f; f()"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {
+        "/v2/health/live": [200, '{"live":true}'],
+        "/v2/health/ready": [400, '{"ready":false}'],
+    }
+
+
+def test_the_answer_reads_the_request_and_nothing_after_it() -> None:
+    """The health check's bytes are read off the connection, and a byte sent after them stays there for the event
+    loop; the answer carries uvicorn's default headers, and ``connection: close`` when the client asked for it."""
+    health = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
+    served = ServerState()
+    served.default_headers = [(b"date", b"Sun, 29 Nov 2026 12:00:00 GMT"), (b"server", b"uvicorn")]
+    check = HealthCheck(health, served, LIMITS)
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        client = socket.create_connection(listening.getsockname())
+        server, _ = listening.accept()
+    with server, client:
+        asked = b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n"
+        client.sendall(asked)
+        assert check.answer(server, server.recv(4096, socket.MSG_PEEK)) is False
+        client.sendall(b"x")
+        assert server.recv(4096) == b"x"
+        assert client.recv(4096) == (
+            b"HTTP/1.1 200 OK\r\ndate: Sun, 29 Nov 2026 12:00:00 GMT\r\nserver: uvicorn\r\ncontent-length: 13\r\n"
+            b'content-type: application/json\r\nconnection: close\r\n\r\n{"live":true}'
+        )
+        assert check.answered == 1
