@@ -32,8 +32,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 
-from handler.cli.health_check import FIRST_READ, HealthCheck
+if TYPE_CHECKING:  # imported by the worker where httptools is installed
+    from handler.cli.health_check import HealthCheck
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -48,6 +50,8 @@ SAY_FULL_S = 60.0
 #: Seconds a new connection's first bytes are waited for in the thread before it goes to the event loop without
 #: them (a pool that opens connections ahead of its requests): the client's bytes come right after its handshake.
 FIRST_BYTES_S = 0.05
+#: The most of a connection's first bytes looked at: a health check's head is far shorter.
+FIRST_READ = 4096
 #: Seconds the thread gives a health check's answer to leave (a few hundred bytes into an empty send buffer).
 ANSWER_S = 1.0
 

@@ -24,8 +24,6 @@ import httptools
 
 from handler.cli.connections import ConnectionLimits
 
-#: The most of a connection's first bytes looked at: a health check's head is far shorter.
-FIRST_READ: Final = 4096
 _REASONS: Final = {200: b"OK", 400: b"Bad Request"}
 
 

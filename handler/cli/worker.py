@@ -27,21 +27,23 @@ import signal
 import socket
 import sys
 import time
+from importlib.util import find_spec
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import uvicorn
 
 from handler.cli.acceptor import Acceptor
-from handler.cli.connections import process_limits
-from handler.cli.health_check import HealthCheck
 from handler.cli.metrics_endpoint import MetricsEndpoint
 from handler.rest.health import HEALTH
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
 from handler.runtime.parent import die_with_parent
 from handler.runtime.startup import STARTUP_FAILURE
+
+if TYPE_CHECKING:
+    from handler.cli.health_check import HealthCheck
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 #: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).
@@ -89,8 +91,12 @@ class WorkerServer(uvicorn.Server):
 
         loop = asyncio.get_running_loop()
         health = self.lifespan.state.get(HEALTH)
-        check = None if health is None else HealthCheck(health, state, process_limits())
-        self.health_checks = check
+        if health is not None and find_spec("httptools") is not None:  # else uvicorn's h11 answers everything
+            from handler.cli.connections import process_limits
+            from handler.cli.health_check import HealthCheck
+
+            self.health_checks = HealthCheck(health, state, process_limits())
+        check = self.health_checks
         self.servers = [  # type: ignore[misc]
             Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency, check)
             for sock in sockets
