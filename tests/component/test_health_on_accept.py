@@ -26,17 +26,27 @@ def _connect(server: OipServer) -> socket.socket:
     return socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S)
 
 
-def _answer(sock: socket.socket) -> bytes:
-    """One answer: its head, and a body of its content-length."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        received += sock.recv(4096) or b"<closed>"
-        assert not received.endswith(b"<closed>"), received
-    head, body = received.split(b"\r\n\r\n", 1)
-    length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-    while len(body) < length:
-        body += sock.recv(4096)
-    return head + b"\r\n\r\n" + body
+class Answers:
+    """The answers on one connection, one at a time: each a head and a body of its content-length."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.received = sock, b""
+
+    def next(self) -> bytes:
+        while b"\r\n\r\n" not in self.received:
+            self._more()
+        head, _ = self.received.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+        size = len(head) + 4 + length
+        while len(self.received) < size:
+            self._more()
+        answer, self.received = self.received[:size], self.received[size:]
+        return answer
+
+    def _more(self) -> None:
+        chunk = self.sock.recv(4096)
+        assert chunk, f"closed after {self.received!r}"
+        self.received += chunk
 
 
 @pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready"])
@@ -45,10 +55,11 @@ def test_the_first_requests_answer_is_the_apps(server: OipServer, path: str) -> 
     loop: the same bytes but for the date."""
     request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     with _connect(server) as sock:
+        answers = Answers(sock)
         sock.sendall(request)
-        first = _answer(sock)
+        first = answers.next()
         sock.sendall(request)
-        second = _answer(sock)
+        second = answers.next()
     assert DATE.sub(b"", first) == DATE.sub(b"", second)
     assert DATE.sub(b"", first).startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\n")
 
@@ -58,7 +69,7 @@ def test_a_client_that_asks_for_close_gets_it(server: OipServer) -> None:
     for request in (b"GET /v2/health/live HTTP/1.0\r\n\r\n", closing):
         with _connect(server) as sock:
             sock.sendall(request)
-            answer = _answer(sock)
+            answer = Answers(sock).next()
             assert sock.recv(4096) == b""  # closed after the answer
         assert b"\r\nconnection: close\r\n" in answer
         assert answer.endswith(b'{"live":true}')
@@ -67,24 +78,25 @@ def test_a_client_that_asks_for_close_gets_it(server: OipServer) -> None:
 def test_pipelined_health_checks_are_answered_in_order(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\n\r\nGET /v2/health/ready HTTP/1.1\r\n\r\n")
-        assert _answer(sock).endswith(b'{"live":true}')
-        assert _answer(sock).endswith(b'{"ready":true}')
+        answers = Answers(sock)
+        assert answers.next().endswith(b'{"live":true}')
+        assert answers.next().endswith(b'{"ready":true}')
 
 
 def test_another_method_on_the_health_path_is_the_apps_to_answer(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"POST /v2/health/ready HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
-        assert _answer(sock).startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+        assert Answers(sock).next().startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
 
 
 def test_each_health_check_is_logged_as_uvicorn_logs_a_request(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/ready?from=a-new-connection HTTP/1.1\r\n\r\n")
-        _answer(sock)
+        Answers(sock).next()
         port = sock.getsockname()[1]
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n")
-        _answer(sock)
+        Answers(sock).next()
         mine = sock.getsockname()[1]
     wait_for(lambda: f'127.0.0.1:{mine} - "GET /v2/health/live HTTP/1.1" 200' in server.output(), "no access line")
     assert f'127.0.0.1:{port} - "GET /v2/health/ready?from=a-new-connection HTTP/1.1" 200' in server.output()
