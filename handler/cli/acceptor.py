@@ -79,6 +79,7 @@ class Acceptor:
         self.waker, self.wake = socket.socketpair()
         self.waker.setblocking(False)
         self.selector = selectors.DefaultSelector()  # made here, so that a process out of files fails to start
+        self.outgoing: list[socket.socket] = []  # the thread's connections for the loop, sent off once a pass
         self.thread = threading.Thread(target=self.run, name="oip-acceptor", daemon=True)
         self.thread.start()
 
@@ -131,12 +132,14 @@ class Acceptor:
                         selector.unregister(conn)
                         del held[conn]
                         self.hand_over_soon(conn)
+                    self.send_off()
                 except Exception:
                     logger.exception("accepting connections: the accepting thread goes on after %s s", RETRY_S)
                     time.sleep(RETRY_S)
         finally:
             for conn in held:
                 self.hand_over_soon(conn)
+            self.send_off()
             selector.close()
 
     def accept(self, selector: selectors.BaseSelector, held: dict[socket.socket, float]) -> float:
@@ -168,9 +171,16 @@ class Acceptor:
                 self.pending.add(conn)
             if self.health is None:
                 self.hand_over_soon(conn)
-            else:
+                continue
+            try:  # under load a client's first bytes are often there already
+                conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
                 held[conn] = until
                 selector.register(conn, selectors.EVENT_READ)
+            except OSError:
+                self.first_bytes(conn)  # reset: closed there
+            else:
+                self.first_bytes(conn)
         return 0.0
 
     def first_bytes(self, conn: socket.socket) -> None:
@@ -194,21 +204,30 @@ class Acceptor:
             self.hand_over_soon(conn)
 
     def hand_over_soon(self, conn: socket.socket) -> None:
-        """``conn`` to the event loop (closed when the loop is)."""
+        """``conn`` to the event loop, with the others of this pass of the thread (``send_off``)."""
+        conn.setblocking(False)
+        self.outgoing.append(conn)
+
+    def send_off(self) -> None:
+        """The connections to hand over, to the event loop in one call (closed when the loop is)."""
+        if not self.outgoing:
+            return
+        outgoing, self.outgoing = self.outgoing, []
         try:
-            conn.setblocking(False)
-            self.loop.call_soon_threadsafe(self.take, conn)
+            self.loop.call_soon_threadsafe(self.take, outgoing)
         except RuntimeError:
             with self.lock:
-                self.pending.discard(conn)
-            conn.close()
+                self.pending.difference_update(outgoing)
+            for conn in outgoing:
+                conn.close()
 
     # The event loop
 
-    def take(self, conn: socket.socket) -> None:
-        task = self.loop.create_task(self.hand_over(conn))
-        self.handing.add(task)
-        task.add_done_callback(self.handing.discard)
+    def take(self, conns: list[socket.socket]) -> None:
+        for conn in conns:
+            task = self.loop.create_task(self.hand_over(conn))
+            self.handing.add(task)
+            task.add_done_callback(self.handing.discard)
 
     async def hand_over(self, conn: socket.socket) -> None:
         """``conn`` under a transport of this loop; a connection reset meanwhile is closed without a word."""
