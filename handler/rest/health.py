@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
-from handler.rest.responses import json_response
+from handler.rest.responses import JSON, json_response
 from handler.rest.routes import V2Route
 from handler.runtime.drain import draining
 
@@ -25,6 +25,7 @@ READY: Final = "/v2/health/ready"
 
 
 def _health(key: str, value: bool) -> tuple[int, bytes]:
+    """The status and body of a server health answer (the routes' and ``ServerHealth``'s)."""
     return (200 if value else 400), orjson.dumps({key: value})
 
 
@@ -56,12 +57,12 @@ def health_routes(dataplane: DataPlane) -> list[V2Route]:
     """``GET /v2/health/live``, ``/v2/health/ready`` and ``/v2/models/{m}[/versions/{v}]/ready``."""
 
     async def server_live(request: Request) -> Response:
-        live = dataplane.live()
-        return json_response({"live": live}, 200 if live else 400)
+        status, body = _health("live", dataplane.live())
+        return Response(body, status, media_type=JSON)
 
     async def server_ready(request: Request) -> Response:
-        ready = not draining() and await dataplane.ready()
-        return json_response({"ready": ready}, 200 if ready else 400)
+        status, body = _health("ready", not draining() and await dataplane.ready())
+        return Response(body, status, media_type=JSON)
 
     async def model_ready(request: Request) -> Response:
         name, version = request.path_params["model_name"], request.path_params.get("model_version")
