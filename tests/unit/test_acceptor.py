@@ -155,6 +155,17 @@ def test_a_worker_at_its_connection_limit_leaves_connections_waiting_until_one_g
     ]
 
 
+def test_a_pass_takes_at_most_the_backlog_and_the_room_the_limit_leaves(loop: asyncio.AbstractEventLoop) -> None:
+    connections: set[asyncio.Protocol] = {asyncio.Protocol() for _ in range(3)}
+    unlimited = Acceptor(loop, listening(), asyncio.Protocol, 8)
+    limited = Acceptor(loop, listening(), asyncio.Protocol, 8, connections, 5)
+    try:
+        assert (unlimited.room(), limited.room()) == (8, 2)
+    finally:
+        unlimited.close()
+        limited.close()
+
+
 def test_a_connection_made_is_counted_once_while_its_hand_over_ends(loop: asyncio.AbstractEventLoop) -> None:
     """A protocol whose ``connection_made`` has run is among the open connections before its hand-over ends: it
     takes one place of the limit, not two."""
