@@ -126,7 +126,7 @@ class Acceptor:
                             assert isinstance(conn, socket.socket)
                             selector.unregister(conn)
                             del held[conn]
-                            self.first_bytes(conn)
+                            self.first_bytes(conn, _peek(conn))
                     now = time.monotonic()
                     for conn in [conn for conn, until in held.items() if until <= now]:
                         selector.unregister(conn)
@@ -172,25 +172,23 @@ class Acceptor:
             if self.health is None:
                 self.hand_over_soon(conn)
                 continue
-            try:  # under load a client's first bytes are often there already
-                conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
+            data = _peek(conn)  # under load a client's first bytes are often there already
+            if data is None:
                 held[conn] = until
                 selector.register(conn, selectors.EVENT_READ)
-            except OSError:
-                self.first_bytes(conn)  # reset: closed there
             else:
-                self.first_bytes(conn)
+                self.first_bytes(conn, data)
         return 0.0
 
-    def first_bytes(self, conn: socket.socket) -> None:
-        """``conn`` has bytes (or has closed): a health check is answered here, anything else goes to the loop."""
+    def first_bytes(self, conn: socket.socket, data: bytes | None) -> None:
+        """``conn``'s first bytes, peeked (empty: it has closed; None: none yet, it goes to the loop): a health check
+        is answered here, anything else goes to the loop."""
         assert self.health is not None
-        kept: bool | None = True
+        kept: bool | None = None if data is None else False
         try:
-            conn.settimeout(ANSWER_S)
-            data = conn.recv(FIRST_READ, socket.MSG_PEEK)
-            kept = self.health.answer(conn, data) if data else False
+            if data:
+                conn.settimeout(ANSWER_S)
+                kept = self.health.answer(conn, data)
         except OSError:
             kept = False
         except Exception:
@@ -269,3 +267,14 @@ class Acceptor:
         await asyncio.sleep(0)  # the hand-overs the thread scheduled as it ended
         if self.handing:
             await asyncio.wait(set(self.handing))
+
+
+def _peek(conn: socket.socket) -> bytes | None:
+    """The first bytes waiting on ``conn``, left there (empty when it has closed or was reset); None when none came
+    yet."""
+    try:
+        return conn.recv(FIRST_READ, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""

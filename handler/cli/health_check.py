@@ -69,11 +69,10 @@ class _Head:
 
 @dataclass(frozen=True)
 class Asked:
-    """A health check found in a connection's first bytes: its path, its length, and what the client asked of the
+    """A health check found in a connection's first bytes (all of them): its path, and what the client asked of the
     connection."""
 
     path: str
-    size: int
     keep_alive: bool
     http_version: str
 
@@ -92,7 +91,7 @@ def health_asked(data: bytes, limits: ConnectionLimits) -> Asked | None:
         return None
     if b"content-length" in head.fields or b"transfer-encoding" in head.fields:
         return None
-    return Asked(head.url.decode("latin-1"), len(data), head.keep_alive, parser.get_http_version())
+    return Asked(head.url.decode("latin-1"), head.keep_alive, parser.get_http_version())
 
 
 class HealthCheck:
@@ -119,7 +118,7 @@ class HealthCheck:
         lines += [b"content-length: %d" % len(body), b"content-type: application/json"]
         if not asked.keep_alive:
             lines.append(b"connection: close")
-        conn.recv(asked.size)
+        conn.recv(len(data))
         conn.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
         self.answered += 1
         if self.access.hasHandlers():
