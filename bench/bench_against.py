@@ -49,7 +49,10 @@ import asyncio, tempfile
 from pathlib import Path
 from bench.bench_request_cpu import cpu_per_request
 from bench.bench_throughput import build_repositories
-from handler.config.settings import Settings
+try:
+    from handler.config.settings import Settings
+except ImportError:  # a checkout from before handler/config/
+    from handler.protocol.settings import Settings
 from handler.server import build_app
 with tempfile.TemporaryDirectory() as scratch:
     repository, _ = build_repositories(Path(scratch))

@@ -9,7 +9,7 @@ plainly, floats with six decimals. Labels come from the output's ``label_filenam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import numpy as np
@@ -29,6 +29,11 @@ MAX_CLASSIFIED_ELEMENTS: Final = 1_000_000
 
 #: Triton's answer to a larger one (400, gRPC ``INVALID_ARGUMENT``), word for word.
 TOO_LARGE: Final = "classification output tensor too large"
+
+
+def asks_classes(outputs: Iterable[RequestedOutput]) -> bool:
+    """Whether any of a request's outputs asks to be classified (``class_count`` then reads how)."""
+    return any(CLASSIFICATION in requested.parameters for requested in outputs)
 
 
 def class_count(requested: RequestedOutput) -> int:

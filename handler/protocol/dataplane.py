@@ -16,7 +16,7 @@ from adapters.repository.repository import ModelRepository
 from adapters.router import ModelRouter
 from adapters.types import Execution, InferCall, InferResult, ModelIndexEntry, ModelMetadata
 from handler import __version__
-from handler.protocol.classification import class_count, classify
+from handler.protocol.classification import asks_classes, class_count, classify
 from handler.protocol.limits import TensorCounts
 from handler.protocol.merged_run import execution_shares, holds_rows, joined_results, merged_parts
 from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
@@ -199,7 +199,7 @@ class DataPlane:
             self._count(name, backend.version or model.version or "", started, (None,), failed=True)
             raise
         self._count(name, result.model_version, started, (result.execution,))
-        return await self._classify(model, call, result) if call.outputs else result
+        return await self._classify(model, call, result) if asks_classes(call.outputs) else result
 
     async def run_many(self, model: ResolvedModel, calls: Sequence[InferCall]) -> list[InferResult | V2Error]:
         """Several requests to one model version, each answered as ``infer`` answers it alone (its result, or the
@@ -252,7 +252,7 @@ class DataPlane:
         if results is None:
             return None
         self._count(model.name, result.model_version, started, [one.execution for one in results])
-        if calls[0].outputs:
+        if asks_classes(calls[0].outputs):
             results = [await self._classify(model, call, one) for call, one in zip(calls, results, strict=True)]
         return results
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import AsyncIterator
 from typing import Final
 
 from starlette.requests import ClientDisconnect, Request
@@ -32,37 +31,30 @@ def check_media_type(content_type: str | None) -> None:
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The raw body of a Starlette request, refusing more than ``limit`` bytes before buffering them."""
-    return await read_stream(request.stream(), request.headers.get("content-length"), limit)
+    return await read_receive(request.receive, request.headers.get("content-length"), limit)
 
 
-async def receive_chunks(receive: Receive) -> AsyncIterator[bytes]:
-    """The body's chunks from the ASGI ``receive`` callable itself (as Starlette's ``Request.stream`` gives them);
-    ClientDisconnect if the client goes."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        yield message.get("body", b"")
-        if not message.get("more_body", False):
-            return
-
-
-async def read_stream(stream: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
-    """The raw body from its chunks (``Request.stream()``, or ``receive_chunks``), refusing more than ``limit``
-    bytes (by the declared Content-Length first) before buffering them. A body that comes in one chunk (every
-    Lambda event, most small requests) is returned as it came."""
+async def read_receive(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """The raw body from the ASGI ``receive`` callable's messages (the app's own, or a Starlette ``Request``'s),
+    refusing more than ``limit`` bytes (by the declared Content-Length first) before buffering them; ClientDisconnect
+    if the client goes. A body that comes in one message (every Lambda event, most small requests) is returned as
+    it came."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(declared, limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in stream:
-        if not chunk:
-            continue
-        size += len(chunk)
-        if size > limit:
-            raise too_large(f"more than {limit}", limit)
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise too_large(f"more than {limit}", limit)
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:

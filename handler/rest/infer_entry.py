@@ -10,14 +10,12 @@ into ``{"error"}`` by the same functions as the app's handlers. docs/performance
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable
 from typing import Final
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapters.errors import V2Error
-from handler.rest.body import read_stream, receive_chunks
 from handler.rest.errors import unexpected_error_response, v2_error_response
 from handler.rest.inference import Inference
 
@@ -45,11 +43,8 @@ class InferEntry:
             return
         headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
 
-        def read_body(declared: str | None, limit: int) -> Awaitable[bytes]:
-            return read_stream(receive_chunks(receive), declared, limit)
-
         try:
-            response = await self.inference(match[1], match[2], headers, read_body)
+            response = await self.inference(match[1], match[2], headers, receive)
         except V2Error as exc:
             response = v2_error_response(exc)
         except ClientDisconnect:

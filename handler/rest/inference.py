@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive
 
 from adapters.errors import InvalidInput
 from adapters.types import InferCall, InferResult
@@ -23,7 +24,7 @@ from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,
     decompress,
-    read_stream,
+    read_receive,
 )
 from handler.rest.responses import infer_response
 from handler.rest.routes import V2Route
@@ -44,10 +45,6 @@ def _parse_header_length(value: str | None) -> int | None:
         raise InvalidInput("Inference-Header-Content-Length must not be negative")
     return length
 
-
-#: Reads a request's body given its declared Content-Length and the size limit: ``read_stream`` over Starlette's
-#: ``Request.stream`` on the route, over the ASGI receive (``receive_chunks``) on the fast path.
-BodyReader = Callable[[str | None, int], Awaitable[bytes]]
 
 #: JSON texts (a body, or a binary request's header) of this many bytes or more are decoded in a thread of their
 #: own, one at a time: a body of many small JSON values that the counts do not bound takes long to decode in
@@ -78,21 +75,22 @@ class Inference:
         return self._decoding
 
     def __call__(
-        self, model_name: str, model_version: str | None, headers: Mapping[str, str], read_body: BodyReader
+        self, model_name: str, model_version: str | None, headers: Mapping[str, str], receive: Receive
     ) -> Awaitable[Response]:
-        """Answer one request (the service's coroutine, awaited by the caller); V2Error for the error handlers
+        """Answer one request whose body comes from the ASGI ``receive`` (the app's own on the fast path, the
+        ``Request``'s on the route): the service's coroutine, awaited by the caller; V2Error for the error handlers
         (``rest/errors.py``) to turn into ``{"error"}``."""
-        return self.service.answer(model_name, model_version, InferExchange(self, headers, read_body))
+        return self.service.answer(model_name, model_version, InferExchange(self, headers, receive))
 
 
 class InferExchange(Exchange[Response]):
     """One V2 inference request over HTTP: its body read within the limits and budgets, decoded (JSON, binary
     extension, raw binary) and answered (compressed as the client accepts), or passed through to Triton as it is."""
 
-    __slots__ = ("body", "headers", "inference", "read_body", "wire")
+    __slots__ = ("body", "headers", "inference", "receive_body", "wire")
 
-    def __init__(self, inference: Inference, headers: Mapping[str, str], read_body: BodyReader) -> None:
-        self.inference, self.headers, self.read_body = inference, headers, read_body
+    def __init__(self, inference: Inference, headers: Mapping[str, str], receive: Receive) -> None:
+        self.inference, self.headers, self.receive_body = inference, headers, receive
         self.wire = self.body = b""
 
     async def receive(self, model: ResolvedModel, held: Held) -> int:
@@ -114,7 +112,7 @@ class InferExchange(Exchange[Response]):
                 held.take(size, "a request body")
         else:
             held.take(min(limit, budget), "a request body of unknown length")
-        wire = self.wire = await self.read_body(declared, limit)
+        wire = self.wire = await read_receive(self.receive_body, declared, limit)
         if len(wire) != held.size:
             held.settle(len(wire))
         if len(wire) > budget:
@@ -174,10 +172,6 @@ def inference_routes(inference: Inference) -> list[V2Route]:
 
     async def infer(request: Request) -> Response:
         params = request.path_params
-
-        def read_body(declared: str | None, limit: int) -> Awaitable[bytes]:
-            return read_stream(request.stream(), declared, limit)
-
-        return await inference(params["model_name"], params.get("model_version"), request.headers, read_body)
+        return await inference(params["model_name"], params.get("model_version"), request.headers, request.receive)
 
     return [V2Route(path, infer, "POST", tags=["inference"]) for path in INFER_PATHS]

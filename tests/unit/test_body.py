@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import gzip
 import zlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
 
 from adapters.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_stream, receive_chunks
+from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_body, read_receive
 
 BODY = b'{"inputs": []}' * 10
 
@@ -102,26 +101,29 @@ def _chunks(chunks: list[bytes]) -> list[dict[str, Any]]:
     return [{"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1} for i, chunk in enumerate(chunks)]
 
 
-async def _stream(chunks: list[bytes]) -> AsyncIterator[bytes]:
-    for chunk in chunks:
-        yield chunk
-
-
 def _read_receive(messages: list[dict[str, Any]], declared: str | None, limit: int) -> bytes:
-    return asyncio.run(read_stream(receive_chunks(_receive(messages)), declared, limit))
+    return asyncio.run(read_receive(_receive(messages), declared, limit))
+
+
+async def _read_request(messages: list[dict[str, Any]], limit: int) -> bytes:
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    return await read_body(Request(scope, _receive(messages)), limit)
 
 
 @pytest.mark.parametrize("chunks", [[BODY], [b""], [BODY[:7], BODY[7:]], [b"", BODY, b""], [b"a"] * 5])
 def test_the_asgi_receive_gives_what_starlettes_stream_gives(chunks: list[bytes]) -> None:
-    """The one body reader over the fast path's chunks (the ASGI receive) and the route's (Starlette's stream)."""
+    """The one body reader over the fast path's receive and a route's ``Request``, against Starlette's own
+    ``Request.body()``."""
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+    starlettes = asyncio.run(Request(scope, _receive(_chunks(chunks))).body())
     received = _read_receive(_chunks(chunks), None, 1 << 20)
-    assert received == asyncio.run(read_stream(_stream(chunks), None, 1 << 20)) == b"".join(chunks)
+    assert received == asyncio.run(_read_request(_chunks(chunks), 1 << 20)) == starlettes == b"".join(chunks)
 
 
 def test_a_body_in_one_chunk_is_returned_as_it_came() -> None:
     body = bytes(BODY)
     assert _read_receive(_chunks([body]), None, 1 << 20) is body
-    assert asyncio.run(read_stream(_stream([body, b""]), None, 1 << 20)) is body
+    assert _read_receive(_chunks([body, b""]), None, 1 << 20) is body
 
 
 def test_a_declared_size_over_the_limit_is_refused_before_reading() -> None:
