@@ -9,7 +9,9 @@ noisy neighbour slows both alike, and prints each round and the ratio of the med
 
 - ``lambda``: p50 of ``handler.http.lambda_handler`` on ``events/http-api/infer-json.json`` in process (after 300
   untimed invocations; bench/bench_lambda_invoke.py's Context);
-- ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``).
+- ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``);
+- ``instructions``: instructions per the same request, counted by valgrind (bench/instructions.py): the same
+  within 0.5 % from run to run, so one round each tells a change of 1 %. Not in the default (a minute a round).
 
 The other checkout is e.g. ``git worktree add /tmp/before HEAD~3``; it needs those two bench modules.
 """
@@ -22,6 +24,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from bench.instructions import instructions_per_request
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +67,9 @@ with tempfile.TemporaryDirectory() as scratch:
 
 
 def _sample(checkout: Path, what: str) -> float:
-    """One child process's figure (us) for ``what``, with ``checkout``'s code."""
+    """One child process's figure (us, or instructions) for ``what``, with ``checkout``'s code."""
+    if what == "instructions":
+        return instructions_per_request(checkout)
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     found = subprocess.run(
         [sys.executable, "-c", _CHILDREN[what]], cwd=checkout, env=env, capture_output=True, text=True, check=False
@@ -77,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("other", type=Path, help="the checkout to compare with (a git worktree)")
     parser.add_argument("--rounds", type=int, default=5, help="child processes per checkout (default: %(default)s)")
-    parser.add_argument("--what", default="lambda,cpu", help="lambda, cpu or both (default: %(default)s)")
+    parser.add_argument("--what", default="lambda,cpu", help="lambda, cpu, instructions (default: %(default)s)")
     args = parser.parse_args()
     if not (args.other / "handler" / "http.py").is_file():
         raise SystemExit(f"{args.other} is not a checkout of this project")
@@ -88,8 +94,10 @@ def main() -> None:
         for _ in range(args.rounds):
             ours.append(_sample(ROOT, what))
             other.append(_sample(args.other.resolve(), what))
-        print(f"{what}: this {', '.join(f'{x:.1f}' for x in ours)} us; other {', '.join(f'{x:.1f}' for x in other)} us")
-        print(f"{what}: medians {statistics.median(ours):.1f} vs {statistics.median(other):.1f} us, "
+        unit = "" if what == "instructions" else " us"
+        listed = [", ".join(f"{x:.1f}" for x in figures) for figures in (ours, other)]
+        print(f"{what}: this {listed[0]}{unit}; other {listed[1]}{unit}")
+        print(f"{what}: medians {statistics.median(ours):.1f} vs {statistics.median(other):.1f}{unit}, "
               f"this/other {statistics.median(ours) / statistics.median(other):.3f}")  # fmt: skip
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 

@@ -198,7 +198,8 @@ class ModelGate:
     def admit(self, deadline: Deadline | None) -> Admitted:
         """``admits`` and ``enter`` at one reading of the clock: refuse the request, or count it in."""
         now = self.clock()
-        self.admits(deadline, now)
+        if self.inflight and self.interval_s:  # what ``admits`` checks first, here: this runs on every request
+            self.admits(deadline, now)
         return self.enter(now)
 
     def enter(self, now: float | None = None) -> Admitted:

@@ -117,7 +117,8 @@ class InferExchange(Exchange[Response]):
             held.settle(len(wire))
         if len(wire) > budget:
             raise over_request_budget("request body", len(wire), budget)
-        body = self.body = decompress(wire, headers.get("content-encoding"), settings.max_body_bytes)
+        encoding = headers.get("content-encoding")
+        body = self.body = wire if encoding is None else decompress(wire, encoding, settings.max_body_bytes)
         if body is not wire:  # decompressed: its bytes are in memory beside the compressed ones
             held.count(len(body))
             if len(body) > settings.max_request_bytes:
