@@ -207,10 +207,11 @@ class ModelGate:
         and when it is expected to be answered (0: not measured yet)."""
         if now is None:
             now = self.clock()
-        inflight = self.inflight
+        inflight, interval = self.inflight, self.interval_s
         if not inflight:
             self.last = now  # the model was idle: it is busy from now
-        due = now + self.expected_s(now) if self.interval_s else 0.0
+        # ``expected_s`` of an idle model is one interval: this runs on every request
+        due = (now + (self.expected_s(now) if inflight else interval)) if interval else 0.0
         self.alone_from = None if inflight else now
         self.inflight = inflight + 1
         return now, due
