@@ -210,6 +210,7 @@ class Workers:
                 worker.last_beat = now
                 if worker.served is None:
                     worker.served = now
+                    logger.debug("Worker [%d] sent its first heartbeat: timed from now (--worker-timeout).", worker.pid)
                     self.has_served = True
                     self._serving(worker)
                 if SERVED in beats and worker in self.workers and worker.replaced_by is None and not self.stopping:

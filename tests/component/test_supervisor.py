@@ -25,9 +25,9 @@ from tests.support.servers import HeldPort, OipServer, launch, oip_serve, serve_
 
 
 @contextmanager
-def supervised(repository: Path, *args: str, metrics: bool = False) -> Iterator[OipServer]:
-    """``oip serve --workers 2 ARGS`` at log level info, until an inference is answered."""
-    env = {**os.environ, "OIP_LOG_LEVEL": "info"}
+def supervised(repository: Path, *args: str, metrics: bool = False, level: str = "info") -> Iterator[OipServer]:
+    """``oip serve --workers 2 ARGS`` at log level ``level``, until an inference is answered."""
+    env = {**os.environ, "OIP_LOG_LEVEL": level}
     with oip_serve("--model-repository", str(repository), *args, env=env, workers=2, metrics=metrics,
                    probe=lambda server: iris_answered(server.url)) as server:  # fmt: skip
         yield server
@@ -40,9 +40,11 @@ def _two_workers(server: OipServer) -> set[int]:
 
 
 def test_a_stopped_worker_is_aborted_and_replaced_after_its_timeout(iris_repository: Path) -> None:
-    with supervised(iris_repository, "--worker-timeout", "2") as server:
+    with supervised(iris_repository, "--worker-timeout", "2", level="debug") as server:
         first = _two_workers(server)
         victim = min(first)
+        # a worker is timed from its first heartbeat, which comes after its startup's last line
+        wait_for(lambda: f"Worker [{victim}] sent its first heartbeat" in server.child.text(), "a first heartbeat")
         os.kill(victim, signal.SIGSTOP)
         wait_for(lambda: f"Worker [{victim}] sent no heartbeat" in server.child.text(), "no heartbeat line",
                  detail=lambda: server.child.text()[-2000:])  # fmt: skip
