@@ -1,9 +1,10 @@
 """Instructions per request, counted by valgrind's callgrind: a measure of CPU work that a noisy neighbour does not
 move (two runs of one checkout agree within 0.1 %), where CPU time swings by a third on this machine.
 
-    python -m bench.instructions [CHECKOUT] [--requests 1000] [--what app,lambda,lambda-floor]
+    python -m bench.instructions [CHECKOUT] [--requests 1000] [--what app,app-floor,lambda,lambda-floor]
 
-``app``: bench/bench_request_cpu.py's small binary request to the app, inside the app; ``lambda``: an invocation of
+``app``: bench/bench_request_cpu.py's small binary request to the app, inside the app; ``app-floor``: the same
+request to bench/floor_server.py's bare ASGI callable; ``lambda``: an invocation of
 ``handler.http.lambda_handler`` on events/http-api/infer-json.json; ``lambda-floor``: bench/bench_lambda_invoke.py's
 floor (Mangum over a bare ASGI callable) on the same event. The child process makes the handler and warms it up;
 the requests counted are answered inside one call of ``functools.reduce``, and callgrind collects only within it
@@ -27,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Runs in the checkout: makes ``one()``, which answers one request (``app``: bench/bench_request_cpu.py's request
-#: to ``build_app``'s app; ``lambda``: ``handler.http.lambda_handler`` on the API Gateway event of a JSON request
+#: to ``build_app``'s app; ``app-floor``: the same request to its floor, bench/floor_server.py's bare ASGI callable
+#: on the same model; ``lambda``: ``handler.http.lambda_handler`` on the API Gateway event of a JSON request
 #: to iris; ``lambda-floor``: bench/bench_lambda_invoke.py's floor, Mangum over a bare ASGI callable, on the same
 #: event), warms it up, then calls it ``count`` times inside ``functools.reduce``, the C function callgrind
 #: collects in (``--toggle-collect``), so that nothing else is counted.
@@ -36,7 +38,7 @@ import asyncio, contextlib, functools, io, json, os, sys, tempfile
 from pathlib import Path
 count, what = int(sys.argv[1]), sys.argv[2]
 with contextlib.ExitStack() as stack:
-    if what == "app":
+    if what in ("app", "app-floor"):
         from bench.bench_request_cpu import _one, _request
         from bench.bench_throughput import build_repositories
         try:
@@ -46,6 +48,9 @@ with contextlib.ExitStack() as stack:
         from handler.server import build_app
         repository, _ = build_repositories(Path(stack.enter_context(tempfile.TemporaryDirectory())))
         app = build_app(Settings.from_env(model_repository=str(repository)))
+        if what == "app-floor":
+            from bench.floor_server import FloorApp
+            app = FloorApp(repository / "small")
         body, headers = _request()
         loop = asyncio.new_event_loop()
         one = lambda: loop.run_until_complete(_one(app, body, headers))
@@ -67,7 +72,7 @@ with contextlib.ExitStack() as stack:
 """
 
 #: What ``--what`` may count.
-WHATS = ("app", "lambda", "lambda-floor")
+WHATS = ("app", "app-floor", "lambda", "lambda-floor")
 
 
 def _counted(checkout: Path, count: int, what: str) -> int:
