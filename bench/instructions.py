@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,16 +78,20 @@ WHATS = ("app", "app-floor", "lambda", "lambda-floor")
 
 def _counted(checkout: Path, count: int, what: str) -> int:
     """Instructions callgrind counted while the child answered ``count`` requests (``what``: one of ``WHATS``)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench/instructions.py needs valgrind on the PATH (Debian's package valgrind)")
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "callgrind.out"
-        subprocess.run(
-            ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+        child = subprocess.run(
+            ["valgrind", "--quiet", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
              f"--callgrind-out-file={out}", sys.executable, "-c", _CHILD, str(count), what],
             cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout), "OIP_INLINE_RUN_MS": "inf",
                                "OIP_ORT_INTRA_OP_THREADS": "1", "POWERTOOLS_METRICS_NAMESPACE": "OIP",
                                "POWERTOOLS_LOG_LEVEL": "WARNING"},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
         )  # fmt: skip
+        if child.returncode != 0:
+            raise SystemExit(f"{what} at {checkout} failed under valgrind:\n{child.stderr[-2000:]}")
         found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
         if found is None:
             raise SystemExit(f"callgrind wrote no totals to {out}")
