@@ -26,7 +26,7 @@ BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [1
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OipServer]:
     root: Path = tmp_path_factory.mktemp("before-body")
-    onnx_models.save(overload_models.slow(512, 200), root, "gated")  # no config: the adaptive admission's
+    onnx_models.save(overload_models.slow(512, 1000), root, "gated")  # no config: the adaptive admission's
     with oip_serve(
         "--model-repository", str(root), env={"OIP_ADMISSION_TARGET_MS": "1"}, workers=1, metrics=True
     ) as served:
