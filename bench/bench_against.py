@@ -11,7 +11,8 @@ noisy neighbour slows both alike, and prints each round and the ratio of the med
   untimed invocations; bench/bench_lambda_invoke.py's Context);
 - ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``);
 - ``instructions``: instructions per the same request, counted by valgrind (bench/instructions.py): the same
-  within 0.5 % from run to run, so one round each tells a change of 1 %. Not in the default (a minute a round).
+  within 0.1 % from run to run, so one round each tells a change of 1 %. Not in the default (a minute or two a
+  round).
 
 The other checkout is e.g. ``git worktree add /tmp/before HEAD~3``; it needs those two bench modules.
 """

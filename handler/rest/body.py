@@ -23,7 +23,7 @@ def check_media_type(content_type: str | None) -> None:
     """Accept JSON, octet-stream (binary extension) or no Content-Type; 415 otherwise."""
     if content_type is None or content_type in ACCEPTED_MEDIA_TYPES:  # as most clients send it
         return
-    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES and not media_type.endswith("+json"):
         raise UnsupportedMediaType(
             f"Content-Type '{media_type}' is not supported; send application/json, or application/octet-stream "
