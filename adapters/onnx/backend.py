@@ -22,6 +22,7 @@ from adapters.onnx.messages import public_message
 from adapters.onnx.placement import Placement
 from adapters.onnx.placement import running_estimate as running_estimate  # where callers have found it
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
+from adapters.onnx.watchdog import WATCHDOG
 from adapters.repository.model_config import model_config_pb2
 from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
 from adapters.validation import validate_call
@@ -305,8 +306,6 @@ class OnnxBackend:
         watch = None
         if deadline is not None:
             deadline.check()
-            from adapters.onnx.watchdog import WATCHDOG
-
             watch = WATCHDOG.watch(ort.RunOptions(), deadline.at)
         try:
             arrays = session.run(wanted, feeds, None if watch is None else watch.options)  # type: ignore[arg-type]

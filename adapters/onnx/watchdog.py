@@ -7,7 +7,8 @@ its entry back (``Watch.done``), so an armed flag never reaches a later run (eac
 
 The thread serves every run of the process, so nothing one request gives may stop it: a deadline past
 ``MAX_DURATION_S`` (or not a number) is watched as that far away, and an exception in its loop is logged once, the
-entry that raised it dropped, and the loop goes on (a thread that died anyway is started again by the next run).
+entry that raised it dropped, and the loop goes on (a thread that ended anyway, or the lack of one in a forked
+child, is made good by the next run).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -46,9 +48,16 @@ class Watchdog:
         self._heap: list[tuple[float, int, Watch]] = []
         self._order = itertools.count()
         self._changed = threading.Condition()
+        #: The thread while its loop runs (None before the first watched run, and once the loop has ended).
         self._thread: threading.Thread | None = None
         #: Exceptions the loop survived (the first is logged).
         self.failures = 0
+
+    def forked(self) -> None:
+        """In a forked child: no thread, no runs, and a lock that no thread of the parent holds."""
+        self._heap = []
+        self._changed = threading.Condition()
+        self._thread = None
 
     def watch(self, options: Any, at: float) -> Watch:
         """Stop the run made with ``options`` at ``at`` unless it ends first (``Watch.done``); ``at`` at most
@@ -62,7 +71,7 @@ class Watchdog:
                 self._heap = [entry for entry in self._heap if not entry[2].ended]
                 heapq.heapify(self._heap)
             heapq.heappush(self._heap, (at, next(self._order), watch))
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="oip-run-deadlines", daemon=True)
                 self._thread.start()
             elif self._heap[0][2] is watch:
@@ -70,13 +79,16 @@ class Watchdog:
         return watch
 
     def _loop(self) -> None:
-        with self._changed:
-            while True:
-                head = self._heap[0] if self._heap else None
-                try:
-                    self._step()
-                except Exception:  # one bad entry must not end the watch of every other run
-                    self._survive(head)
+        try:
+            with self._changed:
+                while True:
+                    head = self._heap[0] if self._heap else None
+                    try:
+                        self._step()
+                    except Exception:  # one bad entry must not end the watch of every other run
+                        self._survive(head)
+        finally:  # ended anyway: the next watched run starts another
+            self._thread = None
 
     def _step(self) -> None:
         """Wait for the earliest deadline, or act on it (the lock held)."""
@@ -105,3 +117,4 @@ class Watchdog:
 
 #: The process's watchdog.
 WATCHDOG = Watchdog()
+os.register_at_fork(after_in_child=WATCHDOG.forked)

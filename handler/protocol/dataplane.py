@@ -21,7 +21,7 @@ from handler.protocol.limits import TensorCounts
 from handler.protocol.merged_run import execution_shares, holds_rows, joined_results, merged_parts
 from handler.protocol.merging import merge_key, merged_call, row_cap, split_result, within_cap
 from handler.protocol.model_config import auto_config
-from handler.protocol.resolved_model import ResolvedModel
+from handler.protocol.resolved_model import ResolvedModel, resolve_model
 from handler.protocol.statistics_counters import Statistics
 from handler.protocol.version_catalog import Deployment, VersionCatalog, VersionUsage
 
@@ -142,7 +142,7 @@ class DataPlane:
     def resolve(self, name: str, version: str | None) -> ResolvedModel:
         """The model a request names, looked up once for all of the request's steps (never raises: the lookup's
         error is raised by the first step that needs the backend)."""
-        return ResolvedModel(self.router, name, version)
+        return resolve_model(self.router, name, version)
 
     def known_counts(self, model: ResolvedModel, cap: int) -> TensorCounts | None:
         """``tensor_counts`` when it is known without waiting (every request after a model version's first);

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +24,7 @@ import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from adapters import deadline as deadlines
-from adapters.onnx.watchdog import Watchdog
+from adapters.onnx.watchdog import WATCHDOG, Watchdog
 from tests.support import overload_models, servers
 from tests.support.servers import OipServer
 
@@ -55,6 +57,44 @@ def test_the_watchdog_survives_an_exception_in_its_loop_and_keeps_stopping_runs(
     assert watchdog.failures == 2
     logged = [record for record in caplog.records if "run watchdog" in record.getMessage()]
     assert len(logged) == 1 and logged[0].exc_info is not None  # logged once, with its traceback
+
+
+class Stopping:
+    """Run options whose ``terminate`` ends the thread that sets it (SystemExit, which no ``except Exception``
+    catches)."""
+
+    @property
+    def terminate(self) -> bool:
+        return False
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        raise SystemExit
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit above
+def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_run() -> None:
+    watchdog = Watchdog()
+    watchdog.watch(Stopping(), time.monotonic())  # due at once: its thread ends on it
+    servers.wait_for(lambda: not any(t.name == "oip-run-deadlines" and t.is_alive() for t in threading.enumerate())
+                     or None, "the watchdog's thread ended", timeout=30)  # fmt: skip
+    later = ort.RunOptions()
+    watchdog.watch(later, time.monotonic() + 0.05)
+    assert _fired(later)
+
+
+def test_a_forked_child_has_a_watchdog_of_its_own() -> None:
+    WATCHDOG.watch(ort.RunOptions(), time.monotonic() + 3600)  # the parent's thread runs; a child has none of it
+    child = os.fork()
+    if child == 0:  # the child: its runs are stopped at their deadlines by a thread of its own
+        options = ort.RunOptions()
+        WATCHDOG.watch(options, time.monotonic() + 0.05)
+        deadline = time.monotonic() + 60
+        while not options.terminate and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os._exit(0 if options.terminate else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 @pytest.mark.parametrize(
