@@ -51,6 +51,9 @@ class _Plan(NamedTuple):
     id: str | None
     parameters: dict[str, Any]
     size: int
+    #: The counts it was made against: a request to the same model (the same counts, kept per model version by
+    #: the data plane) needs no recheck.
+    counts: TensorCounts
 
 
 #: A plan's key: the header, or what follows its leading id (and which of the two it is); the tensor limit.
@@ -109,7 +112,7 @@ class HeaderPlans:
     def _plan(self, key: _Key, text: bytes, max_tensor_bytes: int, counts: TensorCounts) -> _Plan | None:
         found = self.plans.get(key, _NOT_KEPT)
         if found is not _NOT_KEPT:
-            if found is not None:
+            if found is not None and found.counts is not counts:
                 _recheck(found, counts)  # a plan is kept by its header, whichever model it was first sent to
             return found  # type: ignore[return-value]
         if key not in self.seen:
@@ -146,7 +149,7 @@ def _made(header: bytes, read: EnvelopeReader, max_tensor_bytes: int, counts: Te
         inputs.append(_BinaryInput(item.name, item.datatype, tuple(item.shape), size, tensor_parameters(item)))
     outputs = requested_outputs(request)
     total = sum(item.size for item in inputs)
-    return _Plan(tuple(inputs), outputs, request.id, dict(request.parameters or {}), total)
+    return _Plan(tuple(inputs), outputs, request.id, dict(request.parameters or {}), total, counts)
 
 
 def _cut(plan: _Plan, binary: memoryview, request_id: str | None) -> InferCall:
