@@ -61,7 +61,10 @@ def test_the_watchdog_survives_an_exception_in_its_loop_and_keeps_stopping_runs(
 
 class Stopping:
     """Run options whose ``terminate`` ends the thread that sets it (SystemExit, which no ``except Exception``
-    catches)."""
+    catches), and names that thread."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
 
     @property
     def terminate(self) -> bool:
@@ -69,15 +72,17 @@ class Stopping:
 
     @terminate.setter
     def terminate(self, value: bool) -> None:
+        self.thread = threading.current_thread()
         raise SystemExit
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the SystemExit above
 def test_a_watchdog_whose_thread_ended_starts_another_on_the_next_run() -> None:
     watchdog = Watchdog()
-    watchdog.watch(Stopping(), time.monotonic())  # due at once: its thread ends on it
-    servers.wait_for(lambda: not any(t.name == "oip-run-deadlines" and t.is_alive() for t in threading.enumerate())
-                     or None, "the watchdog's thread ended", timeout=30)  # fmt: skip
+    stopping = Stopping()
+    watchdog.watch(stopping, time.monotonic())  # due at once: its thread ends on it
+    servers.wait_for(lambda: stopping.thread is not None and not stopping.thread.is_alive(),
+                     "the watchdog's thread ended", timeout=30)  # fmt: skip
     later = ort.RunOptions()
     watchdog.watch(later, time.monotonic() + 0.05)
     assert _fired(later)
