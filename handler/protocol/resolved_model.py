@@ -36,7 +36,15 @@ class ResolvedModel:
     #: config.pbtxt's ``parameters`` of a local model version, as strings; empty for one served by Triton.
     parameters: Mapping[str, str]
 
-    def __init__(self, name: str, version: str | None, remote: bool, passes_through: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        version: str | None,
+        remote: bool,
+        passes_through: bool,
+        backend: ModelBackend,
+        parameters: Mapping[str, str],
+    ) -> None:
         self.name = name
         self.version = version
         #: Triton serves it (``router.route``).
@@ -45,6 +53,8 @@ class ResolvedModel:
         self.passes_through = passes_through
         #: Whether a backend answers for it (else ``backend`` raises).
         self.known = True
+        self.backend = backend
+        self.parameters = parameters
 
 
 class UnresolvedModel(ResolvedModel):
@@ -54,7 +64,8 @@ class UnresolvedModel(ResolvedModel):
     __slots__ = ("error",)
 
     def __init__(self, name: str, version: str | None, remote: bool, passes_through: bool, error: V2Error) -> None:
-        super().__init__(name, version, remote, passes_through)
+        # not ResolvedModel's: its backend and parameters are the properties below, which nothing sets
+        self.name, self.version, self.remote, self.passes_through = name, version, remote, passes_through
         self.known = False
         #: The lookup's error.
         self.error = error
@@ -76,8 +87,6 @@ def resolve_model(router: ModelRouter, name: str, version: str | None) -> Resolv
         backend = router.backend(name, version)
     except V2Error as exc:
         return UnresolvedModel(name, version, remote, passes_through, exc)
-    model = ResolvedModel(name, version, remote, passes_through)
-    model.backend = backend
     # the version was resolved with the backend: a local model's parameters are the version's
-    model.parameters = _NONE if remote else router.repository.entry(name).parameters
-    return model
+    parameters = _NONE if remote else router.repository.entry(name).parameters
+    return ResolvedModel(name, version, remote, passes_through, backend, parameters)
