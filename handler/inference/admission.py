@@ -230,7 +230,16 @@ class ModelGate:
         if answered:
             since, due = admitted
             if self.alone_from == since:
-                self.alone_s = _average(self.alone_s, now - since)
+                # The unloaded run after one more sample: the first sample itself; then a faster run moves it by
+                # half the difference, a slower one by a fifth of at most one more run, so one stalled run moves it
+                # by a fifth at most.
+                alone, sample = self.alone_s, now - since
+                if not alone:
+                    self.alone_s = sample
+                elif sample < alone:
+                    self.alone_s = alone + _FALL * (sample - alone)
+                else:
+                    self.alone_s = alone + _RISE * min(sample - alone, alone)
             if due:
                 self.spread_s = self.spread_s * _KEEP + abs(now - due) * _NEW
             busy = now - self.last
@@ -250,16 +259,6 @@ class ModelGate:
             self.cohort -= 1
             if not self.cohort:
                 self.interval_s = self.busy_s / self.answers
-
-
-def _average(estimate: float, sample: float) -> float:
-    """A run-time estimate after one more sample: the first sample itself; then a faster run moves it by half the
-    difference, a slower one by a fifth of at most one more run, so one stalled run moves it by a fifth at most."""
-    if not estimate:
-        return sample
-    if sample < estimate:
-        return estimate + _FALL * (sample - estimate)
-    return estimate + _RISE * min(sample - estimate, estimate)
 
 
 #: ``gate_of(name)``: the gate of a model served in this process, None for one bounded otherwise (or unknown).
@@ -324,22 +323,20 @@ def _no_gate(name: str) -> ModelGate | None:
     return None
 
 
-class Gates:
-    """The gates of the models of ``dataplane``'s repository, made on first use (``GateOf``)."""
+class Gates(dict[str, "ModelGate | None"]):
+    """The gates of the models of ``dataplane``'s repository by name, each made on first use (its ``__getitem__``
+    is a ``GateOf``: a look-up in C for every request after a model's first)."""
 
     def __init__(self, dataplane: DataPlane, target_s: float, batching: bool) -> None:
+        super().__init__()
         self.dataplane, self.target_s, self.batching = dataplane, target_s, batching
-        self.gates: dict[str, ModelGate | None] = {}
 
-    def __call__(self, name: str) -> ModelGate | None:
-        gates = self.gates
-        if name in gates:
-            return gates[name]
+    def __missing__(self, name: str) -> ModelGate | None:
         repository = self.dataplane.repository
-        if name not in repository.names() or len(gates) >= MAX_GATES or self.dataplane.router.route(name):
-            return None  # unknown (the request fails on its own), or bounded by Triton
+        if name not in repository.names() or len(self) >= MAX_GATES or self.dataplane.router.route(name):
+            return None  # unknown (the request fails on its own), or bounded by Triton: nothing kept
         parallel = gate_parallelism(repository.entry(name).config, self.batching)
-        gate = gates[name] = None if parallel is None else ModelGate(name, parallel, self.target_s)
+        gate = self[name] = None if parallel is None else ModelGate(name, parallel, self.target_s)
         return gate
 
 
@@ -356,7 +353,7 @@ def admission(limit: int, target_ms: int = 0, dataplane: DataPlane | None = None
     models: the inference service's, one per process, which every transport shares."""
     gated = dataplane is not None and target_ms > 0
     gates = Gates(dataplane, target_ms / 1000, batching) if gated and dataplane is not None else None
-    return Admission(limit, gates)
+    return Admission(limit, gates.__getitem__ if gates is not None else None)
 
 
 def _retry_after(drain_s: float) -> int:
