@@ -10,6 +10,8 @@ noisy neighbour slows both alike, and prints each round and the ratio of the med
 - ``lambda``: p50 of ``handler.http.lambda_handler`` on ``events/http-api/infer-json.json`` in process (after 300
   untimed invocations; bench/bench_lambda_invoke.py's Context);
 - ``cpu``: CPU per small binary request inside the app (bench/bench_request_cpu.py's ``cpu_per_request``);
+- ``image``: CPU per ``tiny_image`` request (1x3x224x224 FP32, binary, in 64 KiB messages as uvicorn hands a body
+  over) inside the app, every run inline on one onnxruntime thread;
 - ``instructions``: instructions per the same request, counted by valgrind (bench/instructions.py): the same
   within 0.1 % from run to run, so one round each tells a change of 1 %. Not in the default (a minute or two a
   round).
@@ -64,6 +66,46 @@ with tempfile.TemporaryDirectory() as scratch:
     app = build_app(Settings.from_env(model_repository=str(repository)))
     print(asyncio.run(cpu_per_request(app, 4000)))
 """,
+    "image": """
+import asyncio, json, os, time
+import numpy as np
+os.environ.update(OIP_INLINE_RUN_MS="inf", OIP_ORT_INTRA_OP_THREADS="1")
+try:
+    from handler.config.settings import DEMO_REPOSITORY, Settings
+except ImportError:  # a checkout from before handler/config/
+    from handler.protocol.settings import DEMO_REPOSITORY, Settings
+from handler.server import build_app
+app = build_app(Settings.from_env(model_repository=str(DEMO_REPOSITORY)))
+image = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
+header = json.dumps({"inputs": [{"name": "image", "shape": [1, 3, 224, 224], "datatype": "FP32",
+                                 "parameters": {"binary_data_size": image.nbytes}}],
+                     "outputs": [{"name": "probabilities", "parameters": {"binary_data": True}}]}).encode()
+body = header + image.tobytes()
+chunks = [body[i : i + 65536] for i in range(0, len(body), 65536)]
+headers = [(b"content-type", b"application/octet-stream"), (b"content-length", str(len(body)).encode()),
+           (b"inference-header-content-length", str(len(header)).encode())]
+scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+         "path": "/v2/models/tiny_image/infer", "raw_path": b"/v2/models/tiny_image/infer", "query_string": b"",
+         "root_path": "", "headers": headers, "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000)}
+async def one():
+    parts = iter(chunks)
+    async def receive():
+        chunk = next(parts, b"")
+        return {"type": "http.request", "body": chunk, "more_body": chunk is not chunks[-1]}
+    statuses = []
+    async def send(message):
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+    await app(dict(scope), receive, send)
+    assert statuses == [200], statuses
+async def many(count):
+    for _ in range(count):
+        await one()
+asyncio.run(many(100))
+start = time.process_time()
+asyncio.run(many(1000))
+print((time.process_time() - start) / 1000 * 1e6)
+""",
 }
 
 
@@ -84,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("other", type=Path, help="the checkout to compare with (a git worktree)")
     parser.add_argument("--rounds", type=int, default=5, help="child processes per checkout (default: %(default)s)")
-    parser.add_argument("--what", default="lambda,cpu", help="lambda, cpu, instructions (default: %(default)s)")
+    parser.add_argument("--what", default="lambda,cpu", help="lambda, cpu, image, instructions (default: %(default)s)")
     args = parser.parse_args()
     if not (args.other / "handler" / "http.py").is_file():
         raise SystemExit(f"{args.other} is not a checkout of this project")

@@ -100,7 +100,7 @@ class RequestDecoder:
 
     def decode(
         self,
-        body: bytes,
+        body: bytes | memoryview,
         json_length: int | None,
         max_tensor_bytes: int,
         counts: TensorCounts = DEFAULT_COUNTS,
@@ -149,7 +149,9 @@ def decode_infer_document(
     return DECODER.decode_document(document, binary, max_tensor_bytes, counts)
 
 
-def decode_raw_request(body: bytes, spec: TensorSpec, max_tensor_bytes: int, max_batch_size: int = 0) -> InferCall:
+def decode_raw_request(
+    body: bytes | memoryview, spec: TensorSpec, max_tensor_bytes: int, max_batch_size: int = 0
+) -> InferCall:
     """Triton's raw binary request (``Inference-Header-Content-Length: 0``): the body is the one input.
 
     "if the model supports batching, the request will be treated as batch-1 request". The rest of the shape
@@ -166,7 +168,7 @@ def decode_raw_request(body: bytes, spec: TensorSpec, max_tensor_bytes: int, max
                 "shape [1]"
             )
         shape = (*batch, 1)
-        data = decode_binary_data(spec.name, "BYTES", shape, memoryview(len(body).to_bytes(4, "little") + body))
+        data = decode_binary_data(spec.name, "BYTES", shape, memoryview(len(body).to_bytes(4, "little") + bytes(body)))
     else:
         itemsize = element_size(spec.datatype)
         variable = [i for i, dim in enumerate(dims) if dim < 0]

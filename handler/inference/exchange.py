@@ -30,7 +30,7 @@ class Encoded(Generic[Answer]):
 
     answer: Answer
     size: int
-    request_body: bytes = b""
+    request_body: bytes | memoryview = b""
     response_body: bytes = b""
 
 

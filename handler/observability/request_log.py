@@ -23,10 +23,10 @@ logger = logging.getLogger(__name__)
 Sink = Callable[[bytes], None]
 
 
-def _text(body: bytes) -> str:
+def _text(body: bytes | memoryview) -> str:
     """JSON bodies as text; binary-extension bodies base64-encoded."""
     try:
-        return body.decode()
+        return bytes(body).decode()
     except UnicodeDecodeError:
         return "base64:" + base64.b64encode(body).decode()
 
@@ -45,7 +45,7 @@ class RequestLogSampler:
         """New randomness (after a SnapStart restore every clone would otherwise sample alike)."""
         self._rng.seed()
 
-    def offer(self, model: str, version: str, request_body: bytes, response_body: bytes) -> bool:
+    def offer(self, model: str, version: str, request_body: bytes | memoryview, response_body: bytes) -> bool:
         """Log the pair if sampled; returns whether it was. A sink failure never fails the request."""
         if self.percentage <= 0 or self._rng.random() * 100 >= self.percentage:
             return False

@@ -42,7 +42,7 @@ class InferObservation:
     bytes_in: int = 0
     bytes_out: int = 0
     started: float = field(default_factory=time.perf_counter)
-    request_body: bytes = b""
+    request_body: bytes | memoryview = b""
     response_body: bytes = b""
     #: What the telemetry keeps of the request while it is in the server (``MeteredTelemetry``: its pending cell).
     pending: Any = None

@@ -17,6 +17,10 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 
 
 ACCEPTED_MEDIA_TYPES: Final = frozenset({"", "application/json", "application/octet-stream"})
+#: How far apart the tensor bytes of a binary-extension body may start and still be viewed in place by numpy (the
+#: largest item of a V2 datatype is 8 bytes): an unaligned tensor is copied by the decoder (``codecs/binary_data.py``).
+TENSOR_ALIGNMENT: Final = 16
+_PADDING: Final = bytes(TENSOR_ALIGNMENT)
 
 
 def check_media_type(content_type: str | None) -> None:
@@ -36,11 +40,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     return await read_receive(request.receive, request.headers.get("content-length"), limit)
 
 
-async def read_receive(receive: Receive, declared: str | None, limit: int) -> bytes:
+async def read_receive(
+    receive: Receive, declared: str | None, limit: int, align_at: int | None = None
+) -> bytes | memoryview:
     """The raw body from the ASGI ``receive`` callable's messages (the app's own, or a Starlette ``Request``'s),
     refusing more than ``limit`` bytes (by the declared Content-Length first) before buffering them; ClientDisconnect
     if the client goes. A body that comes in one message (every Lambda event, most small requests) is returned as
-    it came."""
+    it came; one joined from several, as ``joined`` joins them (``align_at``: where its tensor bytes start)."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(declared, limit)
     chunks: list[bytes] = []
@@ -56,7 +62,18 @@ async def read_receive(receive: Receive, declared: str | None, limit: int) -> by
                 raise too_large(f"more than {limit}", limit)
             chunks.append(chunk)
         if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return chunks[0] if len(chunks) == 1 else joined(chunks, align_at)
+
+
+def joined(chunks: list[bytes], align_at: int | None) -> bytes | memoryview:
+    """``chunks`` as one buffer: bytes, or, with ``align_at`` (a binary-extension body's JSON header length), a view
+    of bytes joined after as many bytes of padding as put its byte ``align_at`` at a multiple of ``TENSOR_ALIGNMENT``
+    from the start of their data, which CPython's allocators align so: the tensors are then viewed in place, in the
+    one copy the join makes anyway."""
+    pad = 0 if align_at is None else -align_at % TENSOR_ALIGNMENT
+    if not pad:
+        return b"".join(chunks)
+    return memoryview(b"".join((_PADDING[:pad], *chunks)))[pad:]
 
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:

@@ -87,11 +87,14 @@ class InferExchange(Exchange[Response]):
     """One V2 inference request over HTTP: its body read within the limits and budgets, decoded (JSON, binary
     extension, raw binary) and answered (compressed as the client accepts), or passed through to Triton as it is."""
 
-    __slots__ = ("body", "headers", "inference", "receive_body", "wire")
+    __slots__ = ("body", "headers", "inference", "json_length", "receive_body", "wire")
 
     def __init__(self, inference: Inference, headers: Mapping[str, str], receive: Receive) -> None:
         self.inference, self.headers, self.receive_body = inference, headers, receive
-        self.wire = self.body = b""
+        self.wire: bytes | memoryview = b""
+        self.body: bytes | memoryview = b""
+        #: Inference-Header-Content-Length when it is ASCII digits (most requests that have it); None otherwise.
+        self.json_length: int | None = None
 
     async def receive(self, model: ResolvedModel, held: Held) -> int:
         """The body as it came (``wire``) and decompressed (``body``); its size as it came.
@@ -99,9 +102,14 @@ class InferExchange(Exchange[Response]):
         The body is read within the body limit and the request budget, held of the bytes in flight before it is
         read (by its Content-Length; by the most it may be when it has none, then by what it was). A chunked body's
         Content-Length, if it came with one, says nothing of it (RFC 9112 6.3: Transfer-Encoding overrides it): its
-        size is what arrives."""
+        size is what arrives. A binary-extension body to be decoded here, joined from several messages, has its
+        tensor bytes aligned as it is joined (``read_receive``)."""
         headers, settings = self.headers, self.inference.settings
         check_media_type(headers.get("content-type"))
+        value = headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
+        # ASCII digits (the only decimal characters a latin-1 header holds) read at once: most requests have them
+        json_length = self.json_length = int(value) if value is not None and value.isdecimal() else None
+        encoding = headers.get("content-encoding")
         limit, budget = settings.max_body_bytes, settings.max_request_bytes
         declared = None if "transfer-encoding" in headers else headers.get("content-length")
         if declared is not None and declared.isdigit():
@@ -112,12 +120,12 @@ class InferExchange(Exchange[Response]):
                 held.take(size, "a request body")
         else:
             held.take(min(limit, budget), "a request body of unknown length")
-        wire = self.wire = await read_receive(self.receive_body, declared, limit)
+        aligned = json_length if encoding is None and not model.passes_through else None
+        wire = self.wire = await read_receive(self.receive_body, declared, limit, aligned)
         if len(wire) != held.size:
             held.settle(len(wire))
         if len(wire) > budget:
             raise over_request_budget("request body", len(wire), budget)
-        encoding = headers.get("content-encoding")
         body = self.body = wire if encoding is None else decompress(wire, encoding, settings.max_body_bytes)
         if body is not wire:  # decompressed: its bytes are in memory beside the compressed ones
             held.count(len(body))
@@ -126,7 +134,7 @@ class InferExchange(Exchange[Response]):
         return len(wire)
 
     def pass_through(self, model: ResolvedModel) -> tuple[bytes, dict[str, str]] | None:
-        return as_is(self.headers, self.wire)
+        return as_is(self.headers, bytes(self.wire))  # bytes as it came: only a body to decode is joined aligned
 
     def encode_forwarded(self, model: ResolvedModel, forwarded: Forwarded) -> Encoded[Response]:
         response, content = forwarded_answer(forwarded, model.name, self.headers.get("accept-encoding"))
@@ -134,9 +142,9 @@ class InferExchange(Exchange[Response]):
 
     async def decode(self, model: ResolvedModel, service: InferenceService) -> InferCall:
         body = self.body
-        value = self.headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
-        # ASCII digits (the only decimal characters a latin-1 header holds) read at once: most requests have them
-        header_length = int(value) if value is not None and value.isdecimal() else _parse_header_length(value)
+        header_length = self.json_length
+        if header_length is None:
+            header_length = _parse_header_length(self.headers.get(INFERENCE_HEADER_CONTENT_LENGTH))
         if header_length == 0:
             return await _raw_call(service, model, body)
         counts = service.known_counts(model) or await service.counts(model)
@@ -154,7 +162,7 @@ class InferExchange(Exchange[Response]):
         return Encoded(response, len(response.body), self.body, content)
 
 
-async def _raw_call(service: InferenceService, model: ResolvedModel, body: bytes) -> InferCall:
+async def _raw_call(service: InferenceService, model: ResolvedModel, body: bytes | memoryview) -> InferCall:
     metadata = await service.metadata(model)
     if len(metadata.inputs) != 1:
         raise InvalidInput(

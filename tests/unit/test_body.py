@@ -7,13 +7,23 @@ import gzip
 import zlib
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 from fastapi.testclient import TestClient
 from starlette.requests import ClientDisconnect, Request
 
 from adapters.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
-from handler.rest.body import check_media_type, compress, decompress, negotiate_encoding, read_body, read_receive
+from handler.codecs.request import DECODER
+from handler.rest.body import (
+    TENSOR_ALIGNMENT,
+    check_media_type,
+    compress,
+    decompress,
+    negotiate_encoding,
+    read_body,
+    read_receive,
+)
 
 BODY = b'{"inputs": []}' * 10
 
@@ -124,6 +134,49 @@ def test_a_body_in_one_chunk_is_returned_as_it_came() -> None:
     body = bytes(BODY)
     assert _read_receive(_chunks([body]), None, 1 << 20) is body
     assert _read_receive(_chunks([body, b""]), None, 1 << 20) is body
+
+
+def _binary_body(header_padding: int) -> tuple[bytes, int, np.ndarray]:
+    """A binary-extension body of one FP64 [2, 3] input whose JSON header is padded by spaces; its header length."""
+    data = np.arange(6, dtype=np.float64).reshape(2, 3) / 7
+    header = (
+        orjson.dumps(
+            {"inputs": [{"name": "x", "datatype": "FP64", "shape": [2, 3], "parameters": {"binary_data_size": 48}}]}
+        )
+        + b" " * header_padding
+    )
+    return header + data.tobytes(), len(header), data
+
+
+def _tensor_start(buffer: bytes | memoryview, offset: int) -> int:
+    return int(np.frombuffer(buffer, np.uint8, offset=offset).__array_interface__["data"][0])
+
+
+@pytest.mark.parametrize("padding", range(2 * TENSOR_ALIGNMENT))
+def test_a_binary_body_joined_from_several_messages_has_its_tensors_aligned(padding: int) -> None:
+    """Where the tensor bytes start (the header's length, any) is at a multiple of TENSOR_ALIGNMENT once the
+    messages are joined, and the decoder views the tensor there: no copy beyond the join's."""
+    body, header_length, data = _binary_body(padding)
+    messages = _chunks([body[:5], body[5 : header_length + 3], body[header_length + 3 :]])
+    received = asyncio.run(read_receive(_receive(messages), None, 1 << 20, header_length))
+    assert bytes(received) == body
+    assert _tensor_start(received, header_length) % TENSOR_ALIGNMENT == 0
+    tensor = DECODER.decode(received, header_length, 1 << 20).inputs[0].data
+    np.testing.assert_array_equal(tensor, data)
+    assert np.shares_memory(tensor, np.frombuffer(received, np.uint8))
+
+
+def test_an_unaligned_tensor_is_copied_aligned_by_the_decoder() -> None:
+    """A body in one message whose tensor bytes do not start at a multiple of the item size (a header of odd length)
+    decodes to an aligned copy of the same values."""
+    bodies = (_binary_body(padding) for padding in range(8))
+    body, header_length, data = next(b for b in bodies if _tensor_start(b[0], b[1]) % 8)
+    received = _read_receive(_chunks([body]), None, 1 << 20)
+    assert received is body
+    tensor = DECODER.decode(received, header_length, 1 << 20).inputs[0].data
+    np.testing.assert_array_equal(tensor, data)
+    assert tensor.flags.aligned
+    assert not np.shares_memory(tensor, np.frombuffer(received, np.uint8))
 
 
 def test_a_declared_size_over_the_limit_is_refused_before_reading() -> None:
