@@ -68,8 +68,8 @@ async def read_receive(
 def joined(chunks: list[bytes], align_at: int | None) -> bytes | memoryview:
     """``chunks`` as one buffer: bytes, or, with ``align_at`` (a binary-extension body's JSON header length), a view
     of bytes joined after as many bytes of padding as put its byte ``align_at`` at a multiple of ``TENSOR_ALIGNMENT``
-    from the start of their data, which CPython's allocators align so: the tensors are then viewed in place, in the
-    one copy the join makes anyway."""
+    from the start of their data (CPython keeps a bytes object's data at that alignment): the tensors are then
+    viewed in place, in the one copy the join makes anyway."""
     pad = 0 if align_at is None else -align_at % TENSOR_ALIGNMENT
     if not pad:
         return b"".join(chunks)

@@ -44,6 +44,19 @@ def test_every_datatype_round_trips(triton: triton_http.InferenceServerClient, d
         assert got.dtype == array.dtype and np.array_equal(got, array)
 
 
+@pytest.mark.parametrize("id_length", range(8))
+def test_a_large_binary_tensor_round_trips_whatever_its_headers_length(
+    triton: triton_http.InferenceServerClient, id_length: int
+) -> None:
+    """A body of 512 KiB reaches the app in several messages; the request id's length moves where the tensor bytes
+    start (any offset, for FP64's 8 bytes an item) and they come back exact."""
+    array = np.random.default_rng(id_length).random((256, 256))
+    item = triton_http.InferInput("INPUT0", [256, 256], "FP64")
+    item.set_data_from_numpy(array, binary_data=True)
+    result = triton.infer("identity_fp64", [item], request_id="r" * id_length)
+    assert np.array_equal(result.as_numpy("OUTPUT0"), array)
+
+
 def test_default_outputs_come_back_binary(triton: triton_http.InferenceServerClient) -> None:
     # tritonclient sends binary_data_output=true when no outputs are named.
     inputs = []

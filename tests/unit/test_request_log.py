@@ -38,10 +38,18 @@ def test_partial_sampling_is_near_the_rate() -> None:
     assert 800 < hits < 1200
 
 
-def test_binary_bodies_are_base64() -> None:
+@pytest.mark.parametrize("body", [b"\xff\x00", memoryview(b"\x00\x00\xff\x00")[2:]])
+def test_binary_bodies_are_base64(body: bytes | memoryview) -> None:
+    """A body as it came or as a view (a binary-extension body joined with its tensors aligned): its own bytes."""
     sink: list[bytes] = []
-    _sampler(100, sink).offer("m", "1", b"\xff\x00", b"{}")
+    _sampler(100, sink).offer("m", "1", body, b"{}")
     assert json.loads(sink[0])["raw_data"] == "base64:/wA="
+
+
+def test_a_json_body_in_a_view_is_its_text() -> None:
+    sink: list[bytes] = []
+    _sampler(100, sink).offer("m", "1", memoryview(b'  {"in":1}')[2:], b"{}")
+    assert json.loads(sink[0])["raw_data"] == '{"in":1}'
 
 
 def test_sink_failure_does_not_fail_the_request() -> None:
