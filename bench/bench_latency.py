@@ -1,6 +1,6 @@
 """Latency at concurrency 1 against its targets, every server side by side in one run, requests alternating.
 
-    python -m bench.bench_latency [--repeat 400] [--rounds 1]
+    python -m bench.bench_latency [--repeat 400] [--rounds 1] [--perf-analyzer N]
 
 Servers, all on 127.0.0.1 and all started by this run:
 
@@ -16,6 +16,12 @@ The client is the same for all: one keep-alive socket per server, each request's
 body) prepared once and sent with one ``sendall``, the answer read with ``http.client.HTTPResponse``. Within a
 case, every round sends one request to each server in turn (the order rotating), so a noisy machine weighs on
 all alike. The table gives p50 / p99 per server and the ratios against the targets.
+
+Requests one at a time to four servers in turn find each server's caches cold, which costs a server that runs
+Python far more than one that runs C++, and which no client at concurrency 1 sees: it sends its requests to one
+server back to back. ``--perf-analyzer N`` adds what perf_analyzer itself measures that way: at concurrency 1, the
+image binary request (``tiny_image``, its tensors zeros, binary both ways) against oip and Triton in turn, N rounds
+of a 2 s window each (more until three agree within 20 %), the p50 of each and their ratio.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import numpy as np
 import orjson
 
 from bench.bench_throughput import _oip_executable, _process, _triton_server, free_ports
+from bench.perf_analyzer import measure as perf_analyzer_measure
+from bench.perf_analyzer import perf_analyzer
 from handler.config.settings import DEMO_REPOSITORY
 
 IMAGE_CONFIG = """max_batch_size: 16
@@ -281,12 +289,33 @@ def servers(workdir: Path, all_cases: list[Case]) -> Iterator[dict[str, Connecti
         yield connections
 
 
+def perf_analyzer_image(connections: dict[str, Connection], rounds: int) -> None:
+    """perf_analyzer at concurrency 1 on ``tiny_image`` against oip and Triton in turn, ``rounds`` times: each
+    round's p50s and their ratio, then the ratio of the medians."""
+    tool = perf_analyzer()
+    p50s: dict[str, list[float]] = {"oip": [], "Triton": []}
+    print("\n| round | oip p50 / p99 (ms), infer/s | Triton p50 / p99 (ms), infer/s | oip / Triton (p50) |")
+    print("| --- | --- | --- | --- |")
+    for round_ in range(rounds):
+        cells = []
+        for name in p50s:
+            found = perf_analyzer_measure(tool, f"127.0.0.1:{connections[name].port}", "tiny_image", "http", 1, 2000)
+            p50s[name].append(found.p50_us / 1000)
+            cells.append(f"{found.p50_us / 1000:.3f} / {found.p99_us / 1000:.3f}, {found.infer_per_second:.0f}")
+        print(f"| {round_ + 1} | {cells[0]} | {cells[1]} | {p50s['oip'][-1] / p50s['Triton'][-1]:.2f}x |")
+    ours, triton = statistics.median(p50s["oip"]), statistics.median(p50s["Triton"])
+    print(f"\nperf_analyzer, image binary at concurrency 1: p50 {ours:.3f} against {triton:.3f} ms, "
+          f"{ours / triton:.2f}x Triton's")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=400, help="rounds of the image binary case (1x4: twice, "
                         "image JSON: a quarter)")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="measure every case this many times, one table each")
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    parser.add_argument("--perf-analyzer", type=int, default=0, metavar="N",
+                        help="then N rounds of perf_analyzer on the image binary request (default: none)")  # fmt: skip
     args = parser.parse_args()
     all_cases = cases()
     chosen = [case for case in all_cases if not args.cases or case.name in args.cases.split(",")]
@@ -304,6 +333,8 @@ def main() -> None:
                 print()
                 print(targets(results))
             sys.stdout.flush()
+        if args.perf_analyzer:
+            perf_analyzer_image(conns, args.perf_analyzer)
 
 
 if __name__ == "__main__":
