@@ -21,6 +21,9 @@ _LIMIT_HINT: Final = (
 
 #: The most members a gzip body may hold (RFC 1952 allows several; HTTP clients send one).
 MAX_GZIP_MEMBERS: Final = 16
+#: The most digits a byte count in a header (Content-Length, Inference-Header-Content-Length, SageMaker's
+#: json-header-size) is read from: more is more than any body, and ``int`` refuses past 4,300 digits.
+SIZE_DIGITS: Final = 18
 
 
 def too_large(size: int | str, limit: int) -> PayloadTooLarge:

@@ -10,7 +10,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
-from handler.protocol.limits import MAX_GZIP_MEMBERS, too_large
+from handler.protocol.limits import MAX_GZIP_MEMBERS, SIZE_DIGITS, too_large
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "inference-header-content-length"
 _GZIP_MAGIC: Final = b"\x1f\x8b"
@@ -47,8 +47,8 @@ async def read_receive(
     refusing more than ``limit`` bytes (by the declared Content-Length first) before buffering them; ClientDisconnect
     if the client goes. A body that comes in one message (every Lambda event, most small requests) is returned as
     it came; one joined from several, as ``joined`` joins them (``align_at``: where its tensor bytes start)."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(declared, limit)
+    if declared is not None and declared.isdecimal() and (len(declared) > SIZE_DIGITS or int(declared) > limit):
+        raise too_large(declared if len(declared) <= SIZE_DIGITS else f"a {len(declared)}-digit number of", limit)
     chunks: list[bytes] = []
     size = 0
     while True:

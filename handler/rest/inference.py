@@ -18,7 +18,7 @@ from handler.codecs.response import encode_infer_response
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.protocol.limits import over_request_budget
+from handler.protocol.limits import SIZE_DIGITS, over_request_budget
 from handler.protocol.resolved_model import ResolvedModel
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 def _parse_header_length(value: str | None) -> int | None:
     if value is None:
         return None
+    if value.isdecimal():  # longer than SIZE_DIGITS: read at once otherwise
+        raise InvalidInput(f"Inference-Header-Content-Length of {len(value)} digits is larger than any body")
     try:
         length = int(value)
     except ValueError:
@@ -107,12 +109,16 @@ class InferExchange(Exchange[Response]):
         headers, settings = self.headers, self.inference.settings
         check_media_type(headers.get("content-type"))
         value = headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
-        # ASCII digits (the only decimal characters a latin-1 header holds) read at once: most requests have them
-        json_length = self.json_length = int(value) if value is not None and value.isdecimal() else None
+        # ASCII digits (the only decimal characters a latin-1 header holds), as most requests send, read at once;
+        # any other value is ``decode``'s error
+        json_length = None
+        if value is not None and value.isdecimal() and len(value) <= SIZE_DIGITS:
+            json_length = int(value)
+        self.json_length = json_length
         encoding = headers.get("content-encoding")
         limit, budget = settings.max_body_bytes, settings.max_request_bytes
         declared = None if "transfer-encoding" in headers else headers.get("content-length")
-        if declared is not None and declared.isdigit():
+        if declared is not None and declared.isdecimal() and len(declared) <= SIZE_DIGITS:
             size = int(declared)
             if size <= limit:  # a larger one is the body limit's 413, below
                 if size > budget:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from handler.codecs.passthrough_answer import is_json_object, rewrite_forwarded_response
+from handler.protocol.limits import SIZE_DIGITS
 from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
 from handler.rest.responses import JSON, InferAnswer, infer_response
 
@@ -36,7 +37,7 @@ def as_is(headers: Mapping[str, str], body: bytes) -> tuple[bytes, dict[str, str
     json_part = body
     declared = headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
     if declared is not None:
-        if not declared.isdigit() or not 0 < int(declared) <= len(body):
+        if not declared.isdecimal() or len(declared) > SIZE_DIGITS or not 0 < int(declared) <= len(body):
             return None  # raw binary, or a header length the decoding path reports as the error it is
         json_part = body[: int(declared)]
         forward_headers["Inference-Header-Content-Length"] = declared

@@ -131,6 +131,23 @@ def test_invocations_binary_under_tritons_sagemaker_content_type(sagemaker: str)
     np.testing.assert_array_equal(result.as_numpy("y"), values * 0.5 + 3)
 
 
+@pytest.mark.parametrize(
+    ("size", "error"),
+    [
+        ("9" * 4400, "json-header-size of 4400 digits is larger than any body"),
+        ("\u00b2", "json-header-size '\u00b2' is not a non-negative integer"),
+    ],
+)
+def test_a_json_header_size_that_is_no_byte_count_is_400(sagemaker: str, size: str, error: str) -> None:
+    headers = {
+        "Content-Type": f"{BINARY};json-header-size={size}".encode("latin-1"),
+        "X-Amzn-SageMaker-Custom-Attributes": b"model=half_plus_three",
+    }
+    response = httpx.post(f"{sagemaker}/invocations", content=b"{}", headers=headers)
+    assert response.status_code == 400, response.text
+    assert response.json() == {"error": error}
+
+
 def test_invocations_take_tf_serving_instances_too(sagemaker: str) -> None:
     headers = {"X-Amzn-SageMaker-Custom-Attributes": "model=half_plus_three"}
     response = httpx.post(f"{sagemaker}/invocations", json={"instances": [1.0, 2.0]}, headers=headers)
