@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def _parse_header_length(value: str | None) -> int | None:
     if value is None:
         return None
-    if value.isdecimal():  # longer than SIZE_DIGITS: read at once otherwise
+    if value.isdecimal():  # of more than SIZE_DIGITS digits: ``receive`` reads the others
         raise InvalidInput(f"Inference-Header-Content-Length of {len(value)} digits is larger than any body")
     try:
         length = int(value)

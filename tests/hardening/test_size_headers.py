@@ -2,7 +2,7 @@
 length, or digits that are not ASCII, is refused with its own 400 or 413 ``{"error"}``, never read into an int
 that Python refuses ("Exceeds the limit (4300 digits) for integer string conversion", a 500)."""
 
-# covers: handler/rest/body.py, handler/rest/inference.py, handler/rest/triton_passthrough.py
+# covers: handler/rest/body.py handler/rest/inference.py handler/rest/triton_passthrough.py
 
 from __future__ import annotations
 
