@@ -26,6 +26,12 @@ MAX_GZIP_MEMBERS: Final = 16
 SIZE_DIGITS: Final = 18
 
 
+def byte_count(text: str) -> int | None:
+    """A byte count a client wrote in a header: its value when ``text`` is at most ``SIZE_DIGITS`` ASCII digits (the
+    only decimal characters a latin-1 header holds); None otherwise (no number, or more than any body)."""
+    return int(text) if len(text) <= SIZE_DIGITS and text.isdecimal() else None
+
+
 def too_large(size: int | str, limit: int) -> PayloadTooLarge:
     """The 413 error for a body over the limit."""
     return PayloadTooLarge(f"request body of {size} bytes is over the limit of {limit} bytes {_LIMIT_HINT}")

@@ -10,7 +10,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from adapters.errors import InvalidInput, UnsupportedMediaType
-from handler.protocol.limits import MAX_GZIP_MEMBERS, SIZE_DIGITS, too_large
+from handler.protocol.limits import MAX_GZIP_MEMBERS, byte_count, too_large
 
 INFERENCE_HEADER_CONTENT_LENGTH: Final = "inference-header-content-length"
 _GZIP_MAGIC: Final = b"\x1f\x8b"
@@ -40,6 +40,21 @@ async def read_body(request: Request, limit: int) -> bytes:
     return await read_receive(request.receive, request.headers.get("content-length"), limit)
 
 
+def declared_size(declared: str | None, limit: int) -> int | None:
+    """A declared Content-Length as a byte count (None when there is none, or it is no number); PayloadTooLarge
+    when it is over ``limit`` or has more digits than any body."""
+    if declared is None:
+        return None
+    size = byte_count(declared)
+    if size is None:
+        if declared.isdecimal():
+            raise too_large(f"a {len(declared)}-digit number of", limit)
+        return None
+    if size > limit:
+        raise too_large(declared, limit)
+    return size
+
+
 async def read_receive(
     receive: Receive, declared: str | None, limit: int, align_at: int | None = None
 ) -> bytes | memoryview:
@@ -47,8 +62,7 @@ async def read_receive(
     refusing more than ``limit`` bytes (by the declared Content-Length first) before buffering them; ClientDisconnect
     if the client goes. A body that comes in one message (every Lambda event, most small requests) is returned as
     it came; one joined from several, as ``joined`` joins them (``align_at``: where its tensor bytes start)."""
-    if declared is not None and declared.isdecimal() and (len(declared) > SIZE_DIGITS or int(declared) > limit):
-        raise too_large(declared if len(declared) <= SIZE_DIGITS else f"a {len(declared)}-digit number of", limit)
+    declared_size(declared, limit)
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -18,11 +18,12 @@ from handler.codecs.response import encode_infer_response
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.protocol.limits import SIZE_DIGITS, over_request_budget
+from handler.protocol.limits import byte_count, over_request_budget
 from handler.protocol.resolved_model import ResolvedModel
 from handler.rest.body import (
     INFERENCE_HEADER_CONTENT_LENGTH,
     check_media_type,
+    declared_size,
     decompress,
     read_receive,
 )
@@ -109,25 +110,21 @@ class InferExchange(Exchange[Response]):
         headers, settings = self.headers, self.inference.settings
         check_media_type(headers.get("content-type"))
         value = headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
-        # ASCII digits (the only decimal characters a latin-1 header holds), as most requests send, read at once;
-        # any other value is ``decode``'s error
-        json_length = None
-        if value is not None and value.isdecimal() and len(value) <= SIZE_DIGITS:
-            json_length = int(value)
-        self.json_length = json_length
+        # a byte count, as most requests send, read at once; any other value is ``decode``'s error
+        json_length = self.json_length = None if value is None else byte_count(value)
         encoding = headers.get("content-encoding")
         limit, budget = settings.max_body_bytes, settings.max_request_bytes
         declared = None if "transfer-encoding" in headers else headers.get("content-length")
-        if declared is not None and declared.isdecimal() and len(declared) <= SIZE_DIGITS:
-            size = int(declared)
-            if size <= limit:  # a larger one is the body limit's 413, below
-                if size > budget:
-                    raise over_request_budget("request body", size, budget, "; nothing was read")
-                held.take(size, "a request body")
+        size = declared_size(declared, limit)  # over the body limit: its 413
+        if size is not None:
+            if size > budget:
+                raise over_request_budget("request body", size, budget, "; nothing was read")
+            held.take(size, "a request body")
         else:
             held.take(min(limit, budget), "a request body of unknown length")
         aligned = json_length if encoding is None and not model.passes_through else None
-        wire = self.wire = await read_receive(self.receive_body, declared, limit, aligned)
+        # the declared length was checked above: the reader only counts what arrives
+        wire = self.wire = await read_receive(self.receive_body, None, limit, aligned)
         if len(wire) != held.size:
             held.settle(len(wire))
         if len(wire) > budget:

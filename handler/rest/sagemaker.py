@@ -27,7 +27,7 @@ from handler.config.settings import Settings
 from handler.inference.byte_budget import Held
 from handler.inference.exchange import Encoded, Exchange
 from handler.inference.service import InferenceService
-from handler.protocol.limits import SIZE_DIGITS
+from handler.protocol.limits import byte_count
 from handler.protocol.resolved_model import ResolvedModel
 from handler.rest.body import decompress, read_body
 from handler.rest.responses import JSON, json_response
@@ -54,11 +54,12 @@ def json_header_size(content_type: str | None) -> int | None:
         key, _, value = param.partition("=")
         if key.strip().lower() == JSON_HEADER_SIZE:
             text = value.strip()
-            if not text.isdecimal():
-                raise InvalidInput(f"{JSON_HEADER_SIZE} '{value}' is not a non-negative integer")
-            if len(text) > SIZE_DIGITS:
+            size = byte_count(text)
+            if size is not None:
+                return size
+            if text.isdecimal():
                 raise InvalidInput(f"{JSON_HEADER_SIZE} of {len(text)} digits is larger than any body")
-            return int(text)
+            raise InvalidInput(f"{JSON_HEADER_SIZE} '{value}' is not a non-negative integer")
     raise InvalidInput(f"Content-Type {SAGEMAKER_TRITON_BINARY} needs the parameter {JSON_HEADER_SIZE}=<n>")
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from handler.codecs.passthrough_answer import is_json_object, rewrite_forwarded_response
-from handler.protocol.limits import SIZE_DIGITS
+from handler.protocol.limits import byte_count
 from handler.rest.body import INFERENCE_HEADER_CONTENT_LENGTH
 from handler.rest.responses import JSON, InferAnswer, infer_response
 
@@ -37,9 +37,10 @@ def as_is(headers: Mapping[str, str], body: bytes) -> tuple[bytes, dict[str, str
     json_part = body
     declared = headers.get(INFERENCE_HEADER_CONTENT_LENGTH)
     if declared is not None:
-        if not declared.isdecimal() or len(declared) > SIZE_DIGITS or not 0 < int(declared) <= len(body):
+        length = byte_count(declared)
+        if length is None or not 0 < length <= len(body):
             return None  # raw binary, or a header length the decoding path reports as the error it is
-        json_part = body[: int(declared)]
+        json_part = body[:length]
         forward_headers["Inference-Header-Content-Length"] = declared
     if any(marker in json_part for marker in NEEDS_DECODING) or not is_json_object(json_part):
         return None  # the decoding path converts it, or answers its own 400 for it
