@@ -18,10 +18,13 @@ the first second, which opens the connections), a health and a metadata probe on
 health probe on a new connection every 50 ms throughout (their p99 after the first second, and in it: the sudden
 load of every connection's first request; the bench process collects no garbage meanwhile, so that its own pauses
 are not timed as the server's),
-``nv_inference_request_failure{reason="REJECTED"}`` counted during it, and the server's resident memory (every
-process) before and after. Under each row, the load's slowest request and the kernel's dropped and retried
-handshakes during it (``/proc/net/netstat``): a connection that waits seconds shows there. The load average is
-printed before and after; the client shares the two cores.
+``nv_inference_request_failure{reason="REJECTED"}`` counted during it, the server's resident memory (every
+process) before and after, and the server's CPU during the load: its busiest thread's share of one core (an ``oip
+serve`` worker's event loop) and all its threads' together. A worker's loop at 95 % or more is at its capacity for
+that load, whatever the closed-loop measurement said: many connections each sending a few requests a second cost
+the loop more per request than 8 connections back to back. Under each row, the load's slowest request and the
+kernel's dropped and retried handshakes during it (``/proc/net/netstat``): a connection that waits seconds shows
+there. The load average is printed before and after; the client shares the two cores.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from pathlib import Path
 import httpx
 
 from bench.bench_adaptive_overload import triton, triton_repository
-from bench.bench_overload import _pct, rss_mb
+from bench.bench_overload import _pct, cpu_share, rss_mb, thread_cpu_s
 from bench.bench_throughput import free_ports
 from tests.support.metrics_scrape import scrape
 
@@ -229,7 +232,9 @@ def measure(
             rps = max(1, round(rate / connections))
             before_rss, before_rejected, before_tcp = rss_mb(pid), rejected(metrics_port), tcp_counters()
             with Probes(base) as probes:
+                cpu_before, started = thread_cpu_s(pid), time.monotonic()
                 reached = h2load(base, connections, work / "load.log", seconds, rps)
+                busiest, cores = cpu_share(cpu_before, thread_cpu_s(pid), time.monotonic() - started)
             tcp = {name: count - before_tcp[name] for name, count in tcp_counters().items()}
             statuses, start = read_log(work / "load.log")
             counts = Counter({status: len(values) for status, values in statuses.items()})
@@ -241,7 +246,8 @@ def measure(
                 f"| {_pct(ok, 0.5):.1f} / {_pct(ok, 0.99):.1f} (bound {bound:.0f}) "
                 f"| {_pct(refused, 0.5):.1f} / {_pct(refused, 0.99):.1f} "
                 f"| {probes.p99(start, onset=False)} | {probes.p99(start, onset=True)} "
-                f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} |"
+                f"| {rejected(metrics_port) - before_rejected:,.0f} | {before_rss:.0f} → {rss_mb(pid):.0f} "
+                f"| {busiest:.0%} / {cores:.2f} |"
             )
             print(rows[-1], flush=True)
             print(f"  ({slowest(work / 'load.log')} of {int(connections * rps * seconds):,} sent; "
@@ -265,8 +271,8 @@ def main() -> None:
     header = [
         "| server | load | statuses | 200 p50 / p99 ms | 503 p50 / p99 ms "
         "| health / metadata / health on a new connection p99 ms | the same in the first second | REJECTED "
-        "| RSS MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| RSS MiB | server CPU: busiest thread / all threads (cores) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     with tempfile.TemporaryDirectory() as directory:
         work = Path(directory)

@@ -106,6 +106,26 @@ def rss_mb(pid: int) -> float:
     return total / 1024
 
 
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds (user and system) of every thread of ``pid`` and its descendants, by thread id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for each in _tree(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{each}/task"):
+                stat = Path(f"/proc/{each}/task/{task}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                seconds[int(task)] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
+
+
+def cpu_share(before: dict[int, float], after: dict[int, float], wall_s: float) -> tuple[float, float]:
+    """Between two ``thread_cpu_s`` readings ``wall_s`` apart: the busiest thread's share of one core, and every
+    thread's together, in cores."""
+    used = [after[tid] - before.get(tid, 0.0) for tid in after]
+    return (max(used, default=0.0) / wall_s, sum(used) / wall_s) if wall_s > 0 else (0.0, 0.0)
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
