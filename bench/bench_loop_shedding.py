@@ -61,6 +61,12 @@ CONNECTIONS = 1000
 #: The load's onset (s): its connections opening, each with its first request at once. Its statuses and latencies
 #: are left out; the probes' are shown apart.
 ONSET_S = 1.0
+#: The capacity search under the load's own traffic (``--capacity open``): its first rate, as a share of the
+#: closed-loop capacity; what each step multiplies the rate by; how long each step lasts (s, its first second not
+#: judged, as the load's onset is not).
+SEARCH_FROM = 0.4
+SEARCH_STEP = 1.1
+SEARCH_S = 3.0
 
 
 @contextlib.contextmanager
@@ -213,23 +219,58 @@ def rejected(metrics_port: int | None) -> float:
     return 0.0
 
 
+def shape(rate: float, fixed: int | None) -> tuple[int, int]:
+    """The load's connections and each one's requests a second for ``rate``: ``fixed`` connections, or
+    ``PER_CONNECTION`` a second each (in hundreds, at most ``CONNECTIONS``)."""
+    connections = fixed or min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
+    return connections, max(1, round(rate / connections))
+
+
+def open_capacity(base: str, pid: int, closed: float, bound: float, work: Path, fixed: int | None) -> float:
+    """The most requests a second the server answers under the load's own traffic (open loop, the load's
+    connections), every one 200 and within ``bound`` ms at p99 past the first second: rates from ``SEARCH_FROM``
+    of the closed-loop capacity ``closed`` up by ``SEARCH_STEP``, ``SEARCH_S`` each, until one is not (each step
+    printed, with the server's CPU); the last that was."""
+    rate, capacity = SEARCH_FROM * closed, 0.0
+    while rate <= 3 * closed:
+        connections, rps = shape(rate, fixed)
+        cpu_before, started = thread_cpu_s(pid), time.monotonic()
+        reached = h2load(base, connections, work / "search.log", SEARCH_S, rps)
+        busiest, cores = cpu_share(cpu_before, thread_cpu_s(pid), time.monotonic() - started)
+        statuses, _ = read_log(work / "search.log")
+        ok = statuses.get("200", [])
+        answered = len(ok) == sum(len(values) for values in statuses.values())
+        within = answered and _pct(ok, 0.99) <= bound and reached >= 0.97 * connections * rps
+        print(f"  capacity search: {connections * rps:,}/s offered on {connections} connections, {reached:,.0f}/s "
+              f"reached, {dict(sorted((status, len(v)) for status, v in statuses.items()))}, 200 p99 "
+              f"{_pct(ok, 0.99):.1f} ms, CPU {busiest:.0%} / {cores:.2f}: {'within' if within else 'past'}",
+              flush=True)  # fmt: skip
+        if not within:
+            break
+        capacity, rate = connections * rps, rate * SEARCH_STEP
+    return capacity or SEARCH_FROM * closed
+
+
 def measure(
     name: str, server: contextlib.AbstractContextManager[tuple[str, int | None, int]], factors: list[float],
-    seconds: float, work: Path, clients: int = 8, fixed: int | None = None,
+    seconds: float, work: Path, clients: int = 8, fixed: int | None = None, open_loop: bool = False,
 ) -> list[str]:  # fmt: skip
     """``server``'s rows; ``clients``: the connections that measure its capacity (a server with a queue bound gets
     one more than the bound, so that none of them is refused); ``fixed``: the load's connections, each sending its
-    share of the rate, instead of ``PER_CONNECTION`` a second each (at most ``CONNECTIONS``)."""
+    share of the rate, instead of ``PER_CONNECTION`` a second each (at most ``CONNECTIONS``); ``open_loop``: the
+    factors are of the capacity under the load's own traffic (``open_capacity``), not of the closed loop's."""
     rows = []
     with server as (base, metrics_port, pid):
         h2load(base, 8, work / "warm.log", 2)
         h2load(base, 1, work / "alone.log", 2)
         unloaded = _pct(read_log(work / "alone.log", 0)[0].get("200", []), 0.99)
         capacity = h2load(base, clients, work / "capacity.log", 4)
+        if open_loop:
+            closed = capacity
+            capacity = open_capacity(base, pid, closed, 2 * unloaded + 100, work, fixed)
+            print(f"  capacity: {capacity:,.0f}/s under the load's traffic, {closed:,.0f}/s closed loop", flush=True)
         for factor in factors:
-            rate = factor * capacity
-            connections = fixed or min(CONNECTIONS, max(100, round(rate / PER_CONNECTION / 100) * 100))
-            rps = max(1, round(rate / connections))
+            connections, rps = shape(factor * capacity, fixed)
             before_rss, before_rejected, before_tcp = rss_mb(pid), rejected(metrics_port), tcp_counters()
             with Probes(base) as probes:
                 cpu_before, started = thread_cpu_s(pid), time.monotonic()
@@ -263,6 +304,11 @@ def main() -> None:
     parser.add_argument("--queue", type=int, default=2, help="Triton's max_queue_size (default 2)")
     parser.add_argument("--factors", default="0.8,3")
     parser.add_argument("--connections", type=int, help="the load's connections (default: 10 requests a second each)")
+    parser.add_argument(
+        "--capacity", choices=("closed", "open"), default="closed",
+        help="what the factors multiply: the closed loop's rate on 8 connections (default), or the most the server "
+        "answers in full under the load's own traffic, found by raising an open-loop rate",
+    )  # fmt: skip
     args = parser.parse_args()
     if shutil.which("h2load") is None:
         raise SystemExit("bench_loop_shedding: h2load is not installed (Debian: apt-get install nghttp2-client)")
@@ -286,7 +332,9 @@ def main() -> None:
         rows = [
             row
             for name, server, clients in servers
-            for row in measure(name, server, factors, args.seconds, work, clients, args.connections)
+            for row in measure(
+                name, server, factors, args.seconds, work, clients, args.connections, args.capacity == "open"
+            )
         ]
     print(f"load average after: {os.getloadavg()}")
     print("\n".join([*header, *rows]))
