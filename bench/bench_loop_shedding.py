@@ -230,7 +230,7 @@ def open_capacity(base: str, pid: int, closed: float, bound: float, work: Path, 
     """The most requests a second the server answers under the load's own traffic (open loop, the load's
     connections), every one 200 and within ``bound`` ms at p99 past the first second: rates from ``SEARCH_FROM``
     of the closed-loop capacity ``closed`` up by ``SEARCH_STEP``, ``SEARCH_S`` each, until one is not (each step
-    printed, with the server's CPU); the last that was."""
+    printed, with the server's CPU); the last that was, or the first step's rate when even it was not."""
     rate, capacity = SEARCH_FROM * closed, 0.0
     while rate <= 3 * closed:
         connections, rps = shape(rate, fixed)

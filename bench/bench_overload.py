@@ -109,7 +109,7 @@ def rss_mb(pid: int) -> float:
 def thread_cpu_s(pid: int) -> dict[int, float]:
     """CPU seconds (user and system) of every thread of ``pid`` and its descendants, by thread id."""
     ticks = os.sysconf("SC_CLK_TCK")
-    seconds = {}
+    seconds: dict[int, float] = {}
     for each in _tree(pid):
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{each}/task"):
