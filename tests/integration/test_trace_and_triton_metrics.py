@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
@@ -92,21 +92,31 @@ def _served(triton: TritonServer, protocol: str) -> LiveServer:
     return server
 
 
-def _triton_spans(trace_id: str, timeout: float = 20) -> list[dict[str, Any]]:
-    """Triton's exported spans of ``trace_id``, once it has exported its request span."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [
-            span
-            for document in list(_Receiver.documents)
-            for resource in document.get("resourceSpans", [])
-            for scope in resource.get("scopeSpans", [])
-            for span in scope.get("spans", [])
-            if span.get("traceId", "").lower() == trace_id
-        ]
-        if any(span["name"] == "InferRequest" for span in found) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.1)
+def _spans() -> list[dict[str, Any]]:
+    """Every span Triton has exported to the receiver so far."""
+    return [
+        span
+        for document in list(_Receiver.documents)
+        for resource in document.get("resourceSpans", [])
+        for scope in resource.get("scopeSpans", [])
+        for span in scope.get("spans", [])
+    ]
+
+
+def _triton_spans(trace_id: str, log: Path) -> list[dict[str, Any]]:
+    """Triton's exported spans of ``trace_id``, once it has exported its request span; else ``wait_for``'s error,
+    with the traces Triton did export and the end of its log (``log``)."""
+
+    def found() -> list[dict[str, Any]]:
+        traced = [span for span in _spans() if span.get("traceId", "").lower() == trace_id]
+        return traced if any(span["name"] == "InferRequest" for span in traced) else []
+
+    def exported() -> str:
+        traces = sorted({span.get("traceId", "").lower() for span in _spans()})
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no log)"
+        return f"traces exported: {traces}; tritonserver's log ends:\n{tail}"
+
+    return wait_for(found, f"Triton's InferRequest span of trace {trace_id}", detail=exported)
 
 
 @pytest.mark.parametrize(("protocol", "step"), [("http", "forward"), ("grpc", "run")])
@@ -131,7 +141,7 @@ def test_one_trace_covers_the_client_this_server_and_triton(
     assert entry.context.trace_state.get("vendor") == "kept"
     ours_step = by_name[step]
     assert ours_step.parent is not None and ours_step.parent.trace_id == entry.context.trace_id
-    theirs = _triton_spans(trace_id)
+    theirs = _triton_spans(trace_id, triton[0].log)
     requests = [span for span in theirs if span["name"] == "InferRequest"]
     assert requests, theirs
     # Triton's request span is a child of the span that forwarded it.
