@@ -168,7 +168,7 @@ def decode_raw_request(
                 "shape [1]"
             )
         shape = (*batch, 1)
-        data = decode_binary_data(spec.name, "BYTES", shape, memoryview(len(body).to_bytes(4, "little") + bytes(body)))
+        data = decode_binary_data(spec.name, "BYTES", shape, memoryview(len(body).to_bytes(4, "little") + body))
     else:
         itemsize = element_size(spec.datatype)
         variable = [i for i, dim in enumerate(dims) if dim < 0]
