@@ -226,6 +226,14 @@ def shape(rate: float, fixed: int | None) -> tuple[int, int]:
     return connections, max(1, round(rate / connections))
 
 
+def loaded(base: str, pid: int, connections: int, log: Path, seconds: float, rps: int) -> tuple[float, float, float]:
+    """``h2load``'s open loop, and the server's CPU meanwhile: the rate reached, the busiest thread's share of one
+    core, all threads' in cores (``cpu_share``)."""
+    before, started = thread_cpu_s(pid), time.monotonic()
+    reached = h2load(base, connections, log, seconds, rps)
+    return (reached, *cpu_share(before, thread_cpu_s(pid), time.monotonic() - started))
+
+
 def open_capacity(base: str, pid: int, closed: float, bound: float, work: Path, fixed: int | None) -> float:
     """The most requests a second the server answers under the load's own traffic (open loop, the load's
     connections), every one 200 and within ``bound`` ms at p99 past the first second: rates from ``SEARCH_FROM``
@@ -234,9 +242,7 @@ def open_capacity(base: str, pid: int, closed: float, bound: float, work: Path, 
     rate, capacity = SEARCH_FROM * closed, 0.0
     while rate <= 3 * closed:
         connections, rps = shape(rate, fixed)
-        cpu_before, started = thread_cpu_s(pid), time.monotonic()
-        reached = h2load(base, connections, work / "search.log", SEARCH_S, rps)
-        busiest, cores = cpu_share(cpu_before, thread_cpu_s(pid), time.monotonic() - started)
+        reached, busiest, cores = loaded(base, pid, connections, work / "search.log", SEARCH_S, rps)
         statuses, _ = read_log(work / "search.log")
         ok = statuses.get("200", [])
         answered = len(ok) == sum(len(values) for values in statuses.values())
@@ -273,9 +279,7 @@ def measure(
             connections, rps = shape(factor * capacity, fixed)
             before_rss, before_rejected, before_tcp = rss_mb(pid), rejected(metrics_port), tcp_counters()
             with Probes(base) as probes:
-                cpu_before, started = thread_cpu_s(pid), time.monotonic()
-                reached = h2load(base, connections, work / "load.log", seconds, rps)
-                busiest, cores = cpu_share(cpu_before, thread_cpu_s(pid), time.monotonic() - started)
+                reached, busiest, cores = loaded(base, pid, connections, work / "load.log", seconds, rps)
             tcp = {name: count - before_tcp[name] for name, count in tcp_counters().items()}
             statuses, start = read_log(work / "load.log")
             counts = Counter({status: len(values) for status, values in statuses.items()})
