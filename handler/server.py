@@ -29,7 +29,7 @@ from handler.inference.loop_shedding import RECORD
 from handler.inference.service import InferenceService
 from handler.observability.telemetry import Telemetry
 from handler.observability.worker_telemetry import worker_telemetry
-from handler.rest.health import HEALTH, ServerHealth
+from handler.rest.probe_answers import PROBES, ProbeAnswers
 from handler.rest.starlette_app import create_serving_app
 from handler.runtime.banner import Processes, what_runs
 from handler.runtime.container import build_dataplane
@@ -172,12 +172,12 @@ def log_what_runs(app: Starlette, settings: Settings) -> None:
 def _worker_lifespan(settings: Settings) -> Lifespan[Starlette]:
     """A worker's lifespan (Starlette's ``lifespan=``): its state hands the HTTP protocol what records the event
     loop's refusals (handler/inference/loop_shedding.py: the worker's inference service), and the worker's
-    acceptors what answers a new connection's health check (handler/cli/health_check.py); with
-    ``OIP_GRPC_ADDRESS``, the V2 gRPC API is served there while the app runs."""
+    acceptors what answers a probe's requests (handler/cli/probes.py); with ``OIP_GRPC_ADDRESS``, the V2 gRPC API
+    is served there while the app runs."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        state = {RECORD: app.state.service.refused, HEALTH: ServerHealth(app.state.dataplane, settings.eager_load)}
+        state = {RECORD: app.state.service.refused, PROBES: ProbeAnswers(app.state.dataplane, settings.eager_load)}
         if not settings.grpc_address:
             yield state
             return

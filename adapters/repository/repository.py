@@ -225,6 +225,15 @@ class ModelRepository:
             entry.backends[resolved] = backend
         return backend
 
+    def existing_backend(self, name: str, version: str | None = None) -> ModelBackend | None:
+        """The backend ``backend`` would return when it has been created already; None for one not yet created and
+        for an unknown or broken model or version. Creates nothing, so that any thread may ask."""
+        entry = self._models.get(name)
+        if entry is None or entry.error is not None:
+            return None
+        resolved = entry.default_version if version is None or version == "" else version
+        return entry.backends.get(resolved) if resolved is not None else None
+
     def load_defaults(self) -> None:
         """Load every model's default version now (Lambda's init phase, or server start)."""
         for name, entry in self._models.items():

@@ -4,9 +4,12 @@ An event loop's own server (``loop.create_server``) takes one connection per tur
 saturated by a sudden load turns every few milliseconds: connections would wait in the kernel's backlog, and a
 health check on a new connection several turns more before the app answered it. ``Acceptor``'s thread accepts
 every connection waiting, up to the backlog at a time, and waits for each one's first bytes (at most
-``FIRST_BYTES_S``). A health check there is answered by the thread itself (handler/cli/health_check.py), as
-Triton's HTTP threads answer health whatever its models are doing; every other connection goes to the event loop
-(``loop.call_soon_threadsafe``), under a transport made by ``loop.connect_accepted_socket``, its first bytes unread.
+``FIRST_BYTES_S``). A probe's request there (health, metadata: handler/cli/probes.py) is answered by the thread
+itself, as Triton's HTTP threads answer them whatever its models are doing, and a connection the client keeps alive
+goes on to a thread that answers its next probes (handler/cli/kept_probes.py), so that a load balancer or a
+dashboard polling on one connection is answered apart from the event loop throughout. Every other connection, and
+a kept one at its first other request, goes to the event loop (``loop.call_soon_threadsafe``), under a transport
+made by ``loop.connect_accepted_socket``, its bytes unread.
 
 A worker holding ``limit`` open connections (OIP_MAX_CONNECTIONS) accepts no more until one closes, as Tomcat's
 ``maxConnections`` and gunicorn's ``worker_connections`` hold theirs: a new connection waits in the listening
@@ -35,7 +38,8 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported by the worker where httptools is installed
-    from handler.cli.health_check import HealthCheck
+    from handler.cli.kept_probes import KeptProbes
+    from handler.cli.probes import Probes
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -50,23 +54,19 @@ SAY_FULL_S = 60.0
 #: Seconds a new connection's first bytes are waited for in the thread before it goes to the event loop without
 #: them (a pool that opens connections ahead of its requests): the client's bytes come right after its handshake.
 FIRST_BYTES_S = 0.05
-#: The most of a connection's first bytes looked at: a health check's head is far shorter.
-FIRST_READ = 4096
-#: Seconds the thread gives a health check's answer to leave (a few hundred bytes into an empty send buffer).
-ANSWER_S = 1.0
 
 
 class Acceptor:
     """Accepts connections on ``sock`` for ``protocol_factory``, at most ``backlog`` at a time, while ``connections``
     (the worker's open ones, uvicorn's ``server_state.connections``: the protocols whose ``connection_made`` has
-    run) and those being handed over are fewer than ``limit``; ``health`` answers a new connection's health check."""
+    run) and those being handed over are fewer than ``limit``; ``probes`` answers a probe's requests."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
                  protocol_factory: Callable[[], asyncio.Protocol], backlog: int,
                  connections: Collection[object] = (), limit: int | None = None,
-                 health: HealthCheck | None = None) -> None:  # fmt: skip
+                 probes: Probes | None = None) -> None:  # fmt: skip
         self.loop, self.sock, self.protocol_factory, self.backlog = loop, sock, protocol_factory, max(1, backlog)
-        self.connections, self.limit, self.health = connections, limit, health
+        self.connections, self.limit, self.probes = connections, limit, probes
         self.handing: set[asyncio.Task[object]] = set()
         #: The connections accepted and not yet open: each accepted socket until its protocol is made, then that
         #: protocol until its hand-over ends (a turn or more after its ``connection_made`` counts it among
@@ -80,6 +80,11 @@ class Acceptor:
         self.waker.setblocking(False)
         self.selector = selectors.DefaultSelector()  # made here, so that a process out of files fails to start
         self.outgoing: list[socket.socket] = []  # the thread's connections for the loop, sent off once a pass
+        self.kept: KeptProbes | None = None
+        if probes is not None:
+            from handler.cli.kept_probes import KeptProbes
+
+            self.kept = KeptProbes(probes, self.send, self.drop)
         self.thread = threading.Thread(target=self.run, name="oip-acceptor", daemon=True)
         self.thread.start()
 
@@ -95,7 +100,7 @@ class Acceptor:
     # The thread
 
     def run(self) -> None:
-        """Until ``close``: accept, wait for first bytes, answer health checks, hand the rest to the loop."""
+        """Until ``close``: accept, wait for first bytes, answer probes, hand the rest to the loop."""
         selector = self.selector
         selector.register(self.waker, selectors.EVENT_READ)
         held: dict[socket.socket, float] = {}  # connections waiting for their first bytes: until when
@@ -126,7 +131,7 @@ class Acceptor:
                             assert isinstance(conn, socket.socket)
                             selector.unregister(conn)
                             del held[conn]
-                            self.first_bytes(conn, _peek(conn))
+                            self.first_bytes(conn, self.probes.peek(conn))
                     now = time.monotonic()
                     for conn in [conn for conn, until in held.items() if until <= now]:
                         selector.unregister(conn)
@@ -169,10 +174,10 @@ class Acceptor:
                 return RETRY_S
             with self.lock:
                 self.pending.add(conn)
-            if self.health is None:
+            if self.probes is None:
                 self.hand_over_soon(conn)
                 continue
-            data = _peek(conn)  # under load a client's first bytes are often there already
+            data = self.probes.peek(conn)  # under load a client's first bytes are often there already
             if data is None:
                 held[conn] = until
                 selector.register(conn, selectors.EVENT_READ)
@@ -181,29 +186,26 @@ class Acceptor:
         return 0.0
 
     def first_bytes(self, conn: socket.socket, data: bytes | None) -> None:
-        """``conn``'s first bytes, peeked (empty: it has closed; None: none yet, it goes to the loop): a health check
-        is answered here, anything else goes to the loop."""
-        assert self.health is not None
-        kept: bool | None = None if data is None else False
-        try:
-            if data:
-                conn.settimeout(ANSWER_S)
-                kept = self.health.answer(conn, data)
-        except OSError:
-            kept = False
-        except Exception:
-            logger.exception("answering a health check: its connection is closed")
-            kept = False
+        """``conn``'s waiting bytes, peeked (empty: it has closed; None: none yet, it goes to the loop): a probe's
+        request is answered here and the connection kept for the next one (``KeptProbes``); anything else goes to
+        the loop."""
+        assert self.probes is not None and self.kept is not None
+        kept = self.probes.serve(conn, data)
         if kept is False:
-            with self.lock:
-                self.pending.discard(conn)
-            conn.close()
+            self.drop(conn)
+        elif kept:
+            self.kept.keep(conn)
         else:
             self.hand_over_soon(conn)
 
+    def drop(self, conn: socket.socket) -> None:
+        """Close ``conn``, which the loop never had."""
+        with self.lock:
+            self.pending.discard(conn)
+        conn.close()
+
     def hand_over_soon(self, conn: socket.socket) -> None:
         """``conn`` to the event loop, with the others of this pass of the thread (``send_off``)."""
-        conn.setblocking(False)
         self.outgoing.append(conn)
 
     def send_off(self) -> None:
@@ -211,6 +213,11 @@ class Acceptor:
         if not self.outgoing:
             return
         outgoing, self.outgoing = self.outgoing, []
+        self.send(outgoing)
+
+    def send(self, outgoing: list[socket.socket]) -> None:
+        """``outgoing`` to the event loop in one call, from any thread (closed when the loop is). The loop makes each
+        non-blocking: a socket call of this thread waits for the interpreter while the loop is busy."""
         try:
             self.loop.call_soon_threadsafe(self.take, outgoing)
         except RuntimeError:
@@ -240,6 +247,7 @@ class Acceptor:
             return made[0]
 
         try:
+            conn.setblocking(False)
             await self.loop.connect_accepted_socket(protocol, conn)
         except OSError:
             conn.close()
@@ -258,6 +266,8 @@ class Acceptor:
         with contextlib.suppress(OSError):
             self.wake.send(b"\0")
         self.thread.join()
+        if self.kept is not None:
+            self.kept.close()
         self.sock.close()
         self.waker.close()
         self.wake.close()
@@ -267,14 +277,3 @@ class Acceptor:
         await asyncio.sleep(0)  # the hand-overs the thread scheduled as it ended
         if self.handing:
             await asyncio.wait(set(self.handing))
-
-
-def _peek(conn: socket.socket) -> bytes | None:
-    """The first bytes waiting on ``conn``, left there (empty when it has closed or was reset); None when none came
-    yet."""
-    try:
-        return conn.recv(FIRST_READ, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""

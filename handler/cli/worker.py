@@ -36,14 +36,14 @@ import uvicorn
 
 from handler.cli.acceptor import Acceptor
 from handler.cli.metrics_endpoint import MetricsEndpoint
-from handler.rest.health import HEALTH
+from handler.rest.probe_answers import PROBES
 from handler.runtime.drain import begin_drain
 from handler.runtime.heartbeat import Heartbeat, Watchdog
 from handler.runtime.parent import die_with_parent
 from handler.runtime.startup import STARTUP_FAILURE
 
 if TYPE_CHECKING:
-    from handler.cli.health_check import HealthCheck
+    from handler.cli.probes import Probes
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 #: Caught and let be, as uvicorn's supervisor does (SIGUSR1 and SIGUSR2 would otherwise end the supervisor alone).
@@ -72,14 +72,14 @@ class WorkerServer(uvicorn.Server):
         self.replacement_asked = False
         self.draining = False
         self.loop: asyncio.AbstractEventLoop | None = None
-        #: The new connections' health checks its acceptors answer (none before ``startup``).
-        self.health_checks: HealthCheck | None = None
+        #: The probes' requests its acceptors answer (none before ``startup``).
+        self.probes: Probes | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's startup (the lifespan, then the listeners), with an ``Acceptor`` on each socket in place of the
         loop's own server, which under uvloop takes one connection per turn of the loop (handler/cli/acceptor.py);
-        its thread answers a new connection's health check with the app's ``ServerHealth``, which the app's
-        lifespan state hands over (``HEALTH``)."""
+        its thread answers a probe's requests with the app's ``ProbeAnswers``, which the app's lifespan state hands
+        over (``PROBES``)."""
         await super().startup(sockets=[] if sockets is not None else None)
         if sockets is None or self.should_exit:
             return
@@ -90,15 +90,15 @@ class WorkerServer(uvicorn.Server):
             return protocol_class(config=config, server_state=state, app_state=app_state)  # type: ignore[call-arg]
 
         loop = asyncio.get_running_loop()
-        health = self.lifespan.state.get(HEALTH)
-        if health is not None and find_spec("httptools") is not None:  # else uvicorn's h11 answers everything
+        answers = self.lifespan.state.get(PROBES)
+        if answers is not None and find_spec("httptools") is not None:  # else uvicorn's h11 answers everything
             from handler.cli.connections import process_limits
-            from handler.cli.health_check import HealthCheck
+            from handler.cli.probes import Probes
 
-            self.health_checks = HealthCheck(health, state, process_limits())
-        check = self.health_checks
+            self.probes = Probes(answers, state, process_limits())
+        probes = self.probes
         self.servers = [  # type: ignore[misc]
-            Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency, check)
+            Acceptor(loop, sock, create_protocol, config.backlog, state.connections, config.limit_concurrency, probes)
             for sock in sockets
         ]
 
@@ -113,7 +113,7 @@ class WorkerServer(uvicorn.Server):
                 logger.warning("The supervisor is gone: draining.")
                 self.handle_exit(signal.SIGTERM, None)
                 return True
-            served = self.server_state.total_requests + (self.health_checks.answered if self.health_checks else 0)
+            served = self.server_state.total_requests + (self.probes.answered if self.probes else 0)
             if self.max_requests is not None and not self.replacement_asked and served >= self.max_requests:
                 self.replacement_asked = True
                 self.heartbeat.served()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from adapters.base import ModelBackend
 from adapters.errors import ModelNotReady, V2Error
@@ -28,6 +28,8 @@ from handler.protocol.version_catalog import Deployment, VersionCatalog, Version
 if TYPE_CHECKING:
     from adapters.triton.passthrough import Forwarded
 
+_T = TypeVar("_T")
+
 #: A transport that answers server metadata.
 Transport = Literal["rest", "grpc"]
 
@@ -44,6 +46,17 @@ REQUEST_CONTENT_TYPE: Final = "content_type"
 #: Tensor counts kept per backend object (kept with it, so that its id is not reused): a model version's backend
 #: lives as long as its metadata and configuration do.
 MAX_KEPT_COUNTS: Final = 256
+
+
+def _at_once(step: Coroutine[Any, Any, _T]) -> _T | None:
+    """What ``step`` returns when it finishes without waiting (driven here, with no event loop); None when it
+    would wait (it is closed then)."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    step.close()
+    return None
 
 
 @functools.cache
@@ -89,13 +102,22 @@ class DataPlane:
     def local_ready(self) -> bool | None:
         """``ready`` told without an event loop, from any thread: for a server whose models are all local and
         loaded, whose backends tell readiness without waiting. None when telling it would wait."""
-        step = self.router.ready()
-        try:
-            step.send(None)
-        except StopIteration as done:
-            return bool(done.value)
-        step.close()
-        return None
+        ready = _at_once(self.router.ready())
+        return None if ready is None else bool(ready)
+
+    def loaded_metadata(self, name: str, version: str | None = None) -> ModelMetadata | None:
+        """``model_metadata`` told without an event loop, from any thread, for a local model version whose backend
+        has loaded; None for any other (forwarded, unknown, not yet loaded, broken): telling it would create, load
+        or wait, or it is an error, which the event loop answers."""
+        if self.router.route(name) is not None:
+            return None
+        backend = self.repository.existing_backend(name, version)
+        if backend is None or backend.error is not None or not _at_once(backend.ready()):
+            return None
+        metadata = _at_once(backend.metadata())
+        if metadata is None:
+            return None
+        return replace(metadata, name=name, versions=self.repository.entry(name).versions)
 
     def server_metadata(self, transport: Transport) -> dict[str, object]:
         """``$metadata_server_response``, listing the extensions that ``transport`` serves."""

@@ -24,7 +24,7 @@ from uvicorn.server import ServerState
 
 from handler.cli.acceptor import RETRY_S, Acceptor
 from handler.cli.connections import ConnectionLimits
-from handler.cli.health_check import HealthCheck
+from handler.cli.probes import Probes
 from handler.cli.worker import WorkerServer
 from tests.support import procfs
 
@@ -288,18 +288,18 @@ def test_a_new_connections_health_check_is_answered_while_the_event_loop_is_bloc
     """The loop is held by a callback that waits until the health check has its answer: the acceptor's thread
     answered it. A connection asking anything else is handed over, its bytes unread, once the loop turns again."""
     from handler.config.settings import DEMO_REPOSITORY
-    from handler.rest.health import ServerHealth
+    from handler.rest.probe_answers import ProbeAnswers
     from handler.runtime.container import build_dataplane
     from tests.conftest import make_settings
 
-    health = ServerHealth(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
+    health = ProbeAnswers(build_dataplane(make_settings(DEMO_REPOSITORY)), eager_load=True)
     limits = ConnectionLimits(10, 30, 8192, 100, 5)
     served = ServerState()
     served.default_headers = [(b"server", b"uvicorn")]
     sock = listening()
     port = sock.getsockname()[1]
     other = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE_S)
-    other.sendall(b"GET /v2/models/iris HTTP/1.1\r\nConnection: close\r\n\r\n")
+    other.sendall(b"GET /v2/models/iris/config HTTP/1.1\r\nConnection: close\r\n\r\n")
     answers: list[bytes] = []
     answered = threading.Event()
 
@@ -321,7 +321,7 @@ def test_a_new_connections_health_check_is_answered_while_the_event_loop_is_bloc
         return protocols[-1]
 
     async def run() -> list[bytes]:
-        acceptor = Acceptor(asyncio.get_running_loop(), sock, made, 8, (), None, HealthCheck(health, served, limits))
+        acceptor = Acceptor(asyncio.get_running_loop(), sock, made, 8, (), None, Probes(health, served, limits))
         client = threading.Thread(target=health_check)
         client.start()
         assert answered.wait(PATIENCE_S), "the health check was not answered while the loop was held"
@@ -341,4 +341,4 @@ def test_a_new_connections_health_check_is_answered_while_the_event_loop_is_bloc
         b'connection: close\r\n\r\n{"ready":true}'
     ]
     assert handed_while_held == b"0"
-    assert read == b"GET /v2/models/iris HTTP/1.1\r\nConnection: close\r\n\r\n"
+    assert read == b"GET /v2/models/iris/config HTTP/1.1\r\nConnection: close\r\n\r\n"

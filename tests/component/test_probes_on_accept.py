@@ -1,6 +1,7 @@
-"""``oip serve`` answers a new connection's health check in the thread that accepts it (handler/cli/acceptor.py):
-byte for byte what the app answers on a kept-alive connection, the date aside; its access log line as uvicorn's;
-counted among the requests a worker serves. Raw sockets on 127.0.0.1, so that each request's bytes are known."""
+"""``oip serve`` answers a probe's requests (health, server and model metadata, model readiness) in the threads that
+accept its connections and keep them (handler/cli/acceptor.py, handler/cli/kept_probes.py): byte for byte what the
+app answers on the event loop, the date aside; its access log line as uvicorn's; counted among the requests a
+worker serves. Raw sockets on 127.0.0.1, so that each request's bytes are known."""
 
 from __future__ import annotations
 
@@ -49,10 +50,30 @@ class Answers:
         self.received += chunk
 
 
-@pytest.mark.parametrize("path", ["/v2/health/live", "/v2/health/ready"])
-def test_the_first_requests_answer_is_the_apps(server: OipServer, path: str) -> None:
-    """The first request of a connection is answered by the accepting thread, the second by the app on the event
-    loop: the same bytes but for the date."""
+#: An inference request: a connection that sends one first is the event loop's from then on.
+INFER = (
+    b"POST /v2/models/iris/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 78\r\n\r\n"
+    b'{"inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}'
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v2/health/live",
+        "/v2/health/ready",
+        "/v2",
+        "/v2/models/iris",
+        "/v2/models/iris/versions/1",
+        "/v2/models/iris/ready",
+        "/v2/models/iris/versions/1/ready",
+    ],
+)
+def test_the_threads_answers_are_the_apps(server: OipServer, path: str) -> None:
+    """On one connection the accepting thread answers the first request and the kept connections' thread the
+    second; on another, after an inference request, the app answers on the event loop: the same bytes but for the
+    date."""
     request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     with _connect(server) as sock:
         answers = Answers(sock)
@@ -60,7 +81,13 @@ def test_the_first_requests_answer_is_the_apps(server: OipServer, path: str) -> 
         first = answers.next()
         sock.sendall(request)
         second = answers.next()
-    assert DATE.sub(b"", first) == DATE.sub(b"", second)
+    with _connect(server) as sock:
+        answers = Answers(sock)
+        sock.sendall(INFER)
+        assert answers.next().startswith(b"HTTP/1.1 200 OK\r\n")
+        sock.sendall(request)
+        apps = answers.next()
+    assert DATE.sub(b"", first) == DATE.sub(b"", second) == DATE.sub(b"", apps)
     assert DATE.sub(b"", first).startswith(b"HTTP/1.1 200 OK\r\nserver: uvicorn\r\n")
 
 
