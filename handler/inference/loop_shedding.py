@@ -2,8 +2,8 @@
 
 A fast model's requests cost the worker its event loop (parsing, decoding, encoding), not the model's threads, so
 no model's gate (``admission.py``) sees their queue: past the loop's capacity every request waits behind all the
-others. The loop's own lag shows that queue: a timer due every ``PROBE_S`` runs late by about one turn of the loop,
-and a turn does a little of every request in it.
+others. The loop's own lag shows that queue: a timer due ``PROBE_S`` after it last ran runs late by about one turn
+of the loop less ``PROBE_S``, and a turn does a little of every request in it.
 
 - A standing queue is a lag over ``STANDING_S`` at every probe for ``INTERVAL_S`` (CoDel's test, RFC 8289: a burst
   the loop clears within the interval is no queue) while the loop is busy: its thread used at least ``BUSY`` of the
@@ -17,12 +17,13 @@ and a turn does a little of every request in it.
   and not run yet: the first long turns of a sudden load, before any probe could judge) is refused when the loop
   holds more than ``SUDDEN`` requests, or more than it answers in an interval at its rate: what it holds then
   takes it longer than the interval whatever comes next.
-- Once capped, the loop is held to ``TARGET_S``, CoDel's default target and a quarter of what marks a queue: while
-  its lag stays over that for an interval the cap shrinks by a tenth a probe; while the loop keeps within it and the
-  cap refuses, it grows by one and a twentieth (AIMD, as TCP and Netflix's concurrency limits move theirs); once it
-  has refused nothing for ``RELEASE_S``, there is no cap. A loop held to a short turn reads a refused request, and
-  a health check, sooner; a loop that keeps up is judged by the longer lag alone, so that a moment's contention for
-  the CPU below capacity refuses nothing.
+- Once capped, the loop is held to ``TARGET_S``, CoDel's default target. While the backlog that set the cap drains
+  (until a probe is on time), the cap shrinks by a tenth a probe only while the lag stands over the target for an
+  interval, so that a sudden burst below capacity is answered, not refused. Then, while the cap refuses, every late
+  probe shrinks it by ``LATE`` and every probe on time grows it by one (AIMD, as TCP and Netflix's concurrency
+  limits move theirs): the turns stay short, as a refused request waits about one. Once it has refused nothing for
+  ``RELEASE_S``, there is no cap. A loop that keeps up is judged by the longer lag alone, so that a moment's
+  contention for the CPU below capacity refuses nothing.
 
 The HTTP protocol (handler/cli/connections.py) asks ``refuses()`` as an inference request's head is read, and
 answers a refused one 503 with ``Retry-After`` (the time the loop takes to answer what it holds, from its rate)
@@ -51,16 +52,17 @@ RECORD: Final = "oip.loop_shedding.record"
 #: does.
 Record = Callable[[str, "str | None", Overloaded, int], None]
 
-#: The loop's lag which, held for an interval, marks a standing queue in a loop with no cap (seconds).
-STANDING_S: Final = 0.02
-#: The lag a capped loop is held to: CoDel's default target (RFC 8289).
+#: The loop's lag which, held for an interval, marks a standing queue in a loop with no cap (seconds): turns of 30 ms.
+STANDING_S: Final = 0.028
+#: The lag a capped loop is held to: CoDel's default target (RFC 8289), turns of about 7 ms.
 TARGET_S: Final = 0.005
 #: How long the lag must stay over its threshold before requests are capped, or the cap shrinks.
 INTERVAL_S: Final = 0.1
 #: What a probe in a standing queue multiplies the cap by.
 DECREASE: Final = 0.9
-#: What a probe on time while the cap refuses adds to it, besides one request: this share of it.
-INCREASE: Final = 0.05
+#: What a late probe multiplies the cap by while the cap refuses, once the loop has been on time since the cap was
+#: set (a probe on time while it refuses adds one request to it).
+LATE: Final = 0.95
 #: How long the cap must refuse nothing before it goes.
 RELEASE_S: Final = 1.0
 #: The share of the time between two probes the loop's thread must spend on the CPU for a late probe to count.
@@ -69,7 +71,7 @@ BUSY: Final = 0.5
 #: whatever else kept the loop's thread busy meanwhile.
 MEASURED: Final = 2
 #: Time between two probes of the lag.
-PROBE_S: Final = 0.01
+PROBE_S: Final = 0.002
 #: The cap is never below this many requests in the worker.
 FLOOR: Final = 32
 #: Before any cap, a loop a whole interval late right now (its probe due that long ago and not run: a sudden load's
@@ -104,6 +106,7 @@ class LoopShedding:
         self.rate = 0.0
         self._behind_since: float | None = None
         self._unused_since = 0.0  # since when the cap has refused nothing
+        self._settled = False  # whether the loop has been on time since the cap was set
         self._refused_before = 0
         self._timer: asyncio.TimerHandle | None = None
         self._due = 0.0
@@ -156,12 +159,18 @@ class LoopShedding:
                 first = len(self.tasks) * DECREASE
                 if self.rate and len(self.tasks) > self.rate * INTERVAL_S:  # more than an interval's answers
                     first = min(first, self.rate * TARGET_S)
-                self.cap, self._unused_since = max(FLOOR, first), now
+                self.cap, self._unused_since, self._settled = max(FLOOR, first), now, False
+                self._behind_since = None  # the drain gets an interval of its own before the cap shrinks
             return
-        if standing:
-            self.cap = max(FLOOR, self.cap * DECREASE)
-        elif refused and lag <= TARGET_S:
-            self.cap += 1 + self.cap * INCREASE
+        if lag <= TARGET_S:
+            self._settled = True
+            if refused:
+                self.cap += 1
+        elif not self._settled:  # the backlog that set the cap still draining: a standing queue shrinks it
+            if standing:
+                self.cap = max(FLOOR, self.cap * DECREASE)
+        elif refused and busy >= BUSY:  # a cap that refuses nothing is not what makes the loop late
+            self.cap = max(FLOOR, self.cap * LATE)
         if refused:
             self._unused_since = now
         elif now - self._unused_since >= RELEASE_S:

@@ -17,8 +17,8 @@ from handler.inference.loop_shedding import (
     BUSY,
     DECREASE,
     FLOOR,
-    INCREASE,
     INTERVAL_S,
+    LATE,
     PROBE_S,
     RELEASE_S,
     STANDING_S,
@@ -29,7 +29,7 @@ from handler.inference.loop_shedding import (
 from handler.observability.prometheus import MeteredTelemetry, failure_reason
 from handler.protocol.statistics_counters import Statistics, read_snapshot
 
-LATE = STANDING_S * 2
+BEHIND = STANDING_S * 2
 ON_TIME = TARGET_S / 4
 #: Late enough to keep a capped loop's queue standing, not to mark one in a loop with no cap.
 BETWEEN = (TARGET_S + STANDING_S) / 2
@@ -46,7 +46,7 @@ def _standing(shedding: LoopShedding, start: float = 100.0) -> float:
     """Late probes from ``start`` until the queue stands; the time of the last one."""
     now = start
     while shedding.cap == math.inf:
-        shedding.judge(LATE, now)
+        shedding.judge(BEHIND, now)
         now += PROBE_S
         assert now - start <= INTERVAL_S + 2 * PROBE_S, "a queue standing for the interval is capped"
     return now - PROBE_S
@@ -69,10 +69,10 @@ def test_a_standing_queue_caps_the_requests_a_tenth_below_what_the_loop_holds(
 ) -> None:
     tasks = set(range(100))
     shedding = LoopShedding(loop, tasks)
-    shedding.judge(LATE, 100.0)
-    shedding.judge(LATE, 100.0 + INTERVAL_S / 2)
+    shedding.judge(BEHIND, 100.0)
+    shedding.judge(BEHIND, 100.0 + INTERVAL_S / 2)
     assert shedding.cap == math.inf, "late for less than the interval"
-    shedding.judge(LATE, 100.0 + INTERVAL_S + PROBE_S)
+    shedding.judge(BEHIND, 100.0 + INTERVAL_S + PROBE_S)
     assert shedding.cap == pytest.approx(100 * DECREASE)
     assert shedding.refuses() and shedding.refused == 1
     tasks.difference_update(range(20))
@@ -113,23 +113,28 @@ def test_a_loop_late_while_the_process_is_off_the_cpu_sets_no_cap(loop: asyncio.
     shedding = LoopShedding(loop, set(range(100)))
     now = 100.0
     for _ in range(50):
-        shedding.judge(LATE, now, busy=BUSY / 2)
+        shedding.judge(BEHIND, now, busy=BUSY / 2)
         now += PROBE_S
     assert shedding.cap == math.inf
-    shedding.judge(LATE, now, busy=BUSY)
-    shedding.judge(LATE, now + INTERVAL_S + PROBE_S, busy=BUSY)
+    shedding.judge(BEHIND, now, busy=BUSY)
+    shedding.judge(BEHIND, now + INTERVAL_S + PROBE_S, busy=BUSY)
     assert shedding.cap != math.inf
 
 
 def test_the_cap_shrinks_while_the_queue_stands_and_never_below_the_floor(loop: asyncio.AbstractEventLoop) -> None:
+    """The backlog that set the cap gets an interval to drain; a queue still standing then shrinks it a tenth a
+    probe, down to the floor."""
     shedding = LoopShedding(loop, set(range(40)))
     now = _standing(shedding)
     caps = [shedding.cap]
-    for _ in range(40):
+    for _ in range(round(INTERVAL_S / PROBE_S) + 40):
         now += PROBE_S
-        shedding.judge(LATE, now)
+        shedding.judge(BEHIND, now)
         caps.append(shedding.cap)
-    assert caps[1] == pytest.approx(caps[0] * DECREASE)
+    kept = round(INTERVAL_S / PROBE_S) - 1
+    assert caps[:kept] == [caps[0]] * kept
+    first_shrink = next(i for i, cap in enumerate(caps) if cap < caps[0])
+    assert caps[first_shrink] == pytest.approx(caps[0] * DECREASE)
     assert caps == sorted(caps, reverse=True)
     assert caps[-1] == FLOOR
 
@@ -138,7 +143,9 @@ def test_a_capped_loop_is_held_to_the_target_a_loop_with_no_cap_to_the_standing_
     loop: asyncio.AbstractEventLoop,
 ) -> None:
     """A lag between ``TARGET_S`` and ``STANDING_S`` for many intervals (a moment's contention below capacity) sets
-    no cap; once a cap is set, the same lag shrinks it, and a lag within the target lets it grow while it refuses."""
+    no cap. Once a cap is set, the backlog that set it drains: the same lag shrinks it only when it stands an
+    interval. Once the loop has been on time, while it refuses, every late probe shrinks it and every probe on time
+    grows it by one."""
     tasks = set(range(200))
     shedding = LoopShedding(loop, tasks)
     now = 100.0
@@ -148,14 +155,37 @@ def test_a_capped_loop_is_held_to_the_target_a_loop_with_no_cap_to_the_standing_
     assert shedding.cap == math.inf
     now = _standing(shedding, now) + PROBE_S
     first = shedding.cap
-    for _ in range(round(INTERVAL_S / PROBE_S) + 2):
+    for _ in range(round(INTERVAL_S / PROBE_S) - 2):
+        shedding.judge(BETWEEN, now)
+        now += PROBE_S
+    assert shedding.cap == first, "draining, it shrinks only once the lag has stood an interval"
+    for _ in range(4):
         shedding.judge(BETWEEN, now)
         now += PROBE_S
     assert shedding.cap < first
     shrunk = shedding.cap
     assert shedding.refuses()
     shedding.judge(ON_TIME, now)
-    assert shedding.cap == pytest.approx(shrunk + 1 + shrunk * INCREASE)
+    assert shedding.cap == pytest.approx(shrunk + 1)
+    now += PROBE_S
+    shedding.judge(BETWEEN, now)  # nothing refused since the last probe: the cap is not what makes it late
+    assert shedding.cap == pytest.approx(shrunk + 1)
+    assert shedding.refuses()
+    now += PROBE_S
+    shedding.judge(BETWEEN, now)  # on time once: each late probe while it refuses shrinks it from now on
+    assert shedding.cap == pytest.approx((shrunk + 1) * LATE)
+
+
+def test_a_settled_cap_never_falls_below_the_floor(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = set(range(FLOOR + 2))
+    shedding = LoopShedding(loop, tasks)
+    now = _standing(shedding) + PROBE_S
+    shedding.judge(ON_TIME, now)
+    for _ in range(100):
+        assert shedding.refuses()
+        now += PROBE_S
+        shedding.judge(BETWEEN, now)
+    assert shedding.cap == FLOOR
 
 
 def test_the_cap_grows_while_the_loop_keeps_up_and_it_refuses(loop: asyncio.AbstractEventLoop) -> None:
@@ -166,10 +196,10 @@ def test_the_cap_grows_while_the_loop_keeps_up_and_it_refuses(loop: asyncio.Abst
     assert shedding.refuses()
     now += PROBE_S
     shedding.judge(ON_TIME, now)
-    assert shedding.cap == pytest.approx(cap + 1 + cap * INCREASE)
+    assert shedding.cap == pytest.approx(cap + 1)
     now += PROBE_S
     shedding.judge(ON_TIME, now)  # nothing refused since: the cap stays
-    assert shedding.cap == pytest.approx(cap + 1 + cap * INCREASE)
+    assert shedding.cap == pytest.approx(cap + 1)
 
 
 def test_the_cap_goes_once_it_has_refused_nothing_for_the_release_time(loop: asyncio.AbstractEventLoop) -> None:
