@@ -27,7 +27,6 @@ the connections being handed over.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import selectors
@@ -36,6 +35,8 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
+
+from handler.cli.selector_waker import SelectorWaker
 
 if TYPE_CHECKING:  # imported by the worker where httptools is installed
     from handler.cli.kept_probes import KeptProbes
@@ -76,9 +77,8 @@ class Acceptor:
         self.closed = False
         self.said_full = -math.inf  # when the last warning that the worker is full was logged (time.monotonic)
         sock.setblocking(False)
-        self.waker, self.wake = socket.socketpair()
-        self.waker.setblocking(False)
         self.selector = selectors.DefaultSelector()  # made here, so that a process out of files fails to start
+        self.waker = SelectorWaker(self.selector)
         self.outgoing: list[socket.socket] = []  # the thread's connections for the loop, sent off once a pass
         self.kept: KeptProbes | None = None
         if probes is not None:
@@ -102,7 +102,6 @@ class Acceptor:
     def run(self) -> None:
         """Until ``close``: accept, wait for first bytes, answer probes, hand the rest to the loop."""
         selector = self.selector
-        selector.register(self.waker, selectors.EVENT_READ)
         held: dict[socket.socket, float] = {}  # connections waiting for their first bytes: until when
         paused_until: float | None = None  # accepting paused (full, or an error) until then; None: listening
         selector.register(self.sock, selectors.EVENT_READ)
@@ -123,10 +122,7 @@ class Acceptor:
                             if pause:
                                 selector.unregister(self.sock)
                                 paused_until = time.monotonic() + pause
-                        elif key.fileobj is self.waker:
-                            with contextlib.suppress(BlockingIOError):
-                                self.waker.recv(64)
-                        else:
+                        elif not self.waker.woken(key.fileobj):  # a held connection's first bytes
                             conn = key.fileobj
                             assert isinstance(conn, socket.socket)
                             selector.unregister(conn)
@@ -263,14 +259,10 @@ class Acceptor:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(OSError):
-            self.wake.send(b"\0")
-        self.thread.join()
+        self.waker.stop(self.thread)
         if self.kept is not None:
             self.kept.close()
         self.sock.close()
-        self.waker.close()
-        self.wake.close()
 
     async def wait_closed(self) -> None:
         """Once the connections accepted before ``close`` are handed over."""

@@ -13,7 +13,6 @@ An error of its own is logged and the thread goes on.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import selectors
 import socket
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from typing import Final
 
 from handler.cli.probes import Probes
+from handler.cli.selector_waker import SelectorWaker
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -40,9 +40,7 @@ class KeptProbes:
         self.idle_s = probes.limits.keep_alive_timeout
         self.closed = False
         self.selector = selectors.DefaultSelector()
-        self.waker, self.wake = socket.socketpair()
-        self.waker.setblocking(False)
-        self.selector.register(self.waker, selectors.EVENT_READ)
+        self.waker = SelectorWaker(self.selector)
         #: Connections given by ``keep`` and not yet waited on (the accepting thread adds, this one takes).
         self.incoming: list[socket.socket] = []
         self.lock = threading.Lock()
@@ -55,8 +53,7 @@ class KeptProbes:
         """Wait for ``conn``'s next request (from any thread)."""
         with self.lock:
             self.incoming.append(conn)
-        with contextlib.suppress(OSError):
-            self.wake.send(b"\0")
+        self.waker.wake()
 
     def run(self) -> None:
         """Until ``close``: answer the kept connections' probes, hand anything else to the loop, close the idle."""
@@ -88,9 +85,7 @@ class KeptProbes:
         wait = max(0.0, min(self.kept.values()) - now) if self.kept else None
         for key, _ in self.selector.select(wait):
             conn = key.fileobj
-            if conn is self.waker:
-                with contextlib.suppress(BlockingIOError):
-                    self.waker.recv(4096)
+            if self.waker.woken(conn):
                 continue
             assert isinstance(conn, socket.socket)
             self.selector.unregister(conn)
@@ -114,8 +109,4 @@ class KeptProbes:
         if self.closed:
             return
         self.closed = True
-        with contextlib.suppress(OSError):
-            self.wake.send(b"\0")
-        self.thread.join()
-        self.waker.close()
-        self.wake.close()
+        self.waker.stop(self.thread)
