@@ -112,9 +112,12 @@ class DataPlane:
         if self.router.route(name) is not None:
             return None
         backend = self.repository.existing_backend(name, version)
-        if backend is None or backend.error is not None or not _at_once(backend.ready()):
+        try:
+            if backend is None or backend.error is not None or not _at_once(backend.ready()):
+                return None
+            metadata = _at_once(backend.metadata())
+        except V2Error:
             return None
-        metadata = _at_once(backend.metadata())
         if metadata is None:
             return None
         return replace(metadata, name=name, versions=self.repository.entry(name).versions)

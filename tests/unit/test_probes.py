@@ -19,14 +19,20 @@ import pytest
 from starlette.testclient import TestClient
 from uvicorn.server import ServerState
 
+from adapters.errors import ModelNotReady
+from adapters.repository.repository import ModelRepository
 from adapters.triton.settings import TritonSettings
+from adapters.types import ModelMetadata
 from handler.cli.connections import ConnectionLimits
 from handler.cli.probes import Asked, Probes, probe_asked
 from handler.config.settings import DEMO_REPOSITORY
+from handler.protocol.dataplane import DataPlane
 from handler.rest.metadata import metadata_document
 from handler.rest.probe_answers import ProbeAnswers
 from handler.runtime.container import build_dataplane
 from tests.conftest import make_settings
+from tests.support import onnx_models
+from tests.support.buggy_backend import BuggyBackend
 
 LIMITS = ConnectionLimits(header_timeout=10, body_timeout=30, max_header_bytes=512, max_headers=4, keep_alive_timeout=5)
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,3 +210,32 @@ def test_the_statistics_route_is_not_taken_for_a_model_called_stats(tmp_path: Pa
     assert answers.answer("/v2/models/stats") is None
     assert answers.answer("/v2/models/stats/ready") == (200, b'{"name":"stats","ready":true}')
     assert answers.answer("/v2/models/stats/versions/1") is not None
+
+
+def test_a_failure_telling_the_answer_leaves_the_request_to_the_app(tmp_path: Path) -> None:
+    """A model whose metadata raises what no error table knows: the thread leaves the request unread, for the app
+    to answer with its error id; a model whose metadata raises a V2 error is left too."""
+    for name in ("buggy_metadata", "fine"):
+        onnx_models.save(onnx_models.identity("FP32", [1]), tmp_path, name)
+    dataplane = DataPlane(ModelRepository(tmp_path, BuggyBackend))
+    for name in ("buggy_metadata", "fine"):
+        dataplane.repository.backend(name)  # created, as a first request would
+    probes = Probes(ProbeAnswers(dataplane, eager_load=True), ServerState(), LIMITS)
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        client = socket.create_connection(listening.getsockname())
+        server, _ = listening.accept()
+    with server, client:
+        asked = b"GET /v2/models/buggy_metadata HTTP/1.1\r\n\r\n"
+        client.sendall(asked)
+        assert probes.answer(server, server.recv(4096, socket.MSG_PEEK)) is None
+        assert server.recv(4096) == asked  # unread: the app's to answer
+        client.sendall(b"GET /v2/models/fine HTTP/1.1\r\n\r\n")
+        assert probes.answer(server, server.recv(4096, socket.MSG_PEEK)) is True
+    gone = ProbeAnswers(DataPlane(ModelRepository(tmp_path, _NotReady)), eager_load=True)
+    gone.dataplane.repository.backend("fine")
+    assert gone.answer("/v2/models/fine") is None
+
+
+class _NotReady(BuggyBackend):
+    async def metadata(self) -> ModelMetadata:
+        raise ModelNotReady("the model went away")
