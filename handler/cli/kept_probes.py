@@ -44,16 +44,23 @@ class KeptProbes:
         #: Connections given by ``keep`` and not yet waited on (the accepting thread adds, this one takes).
         self.incoming: list[socket.socket] = []
         self.lock = threading.Lock()
+        #: Whether the thread has ended (after ``close``): what ``keep`` is given then goes to the loop at once.
+        self.ended = False
         #: The connections waited on, each until when it may stay idle.
         self.kept: dict[socket.socket, float] = {}
         self.thread = threading.Thread(target=self.run, name="oip-probes", daemon=True)
         self.thread.start()
 
     def keep(self, conn: socket.socket) -> None:
-        """Wait for ``conn``'s next request (from any thread)."""
+        """Wait for ``conn``'s next request (from any thread); once the thread has ended, ``conn`` goes to the loop."""
         with self.lock:
-            self.incoming.append(conn)
-        self.waker.wake()
+            ended = self.ended
+            if not ended:
+                self.incoming.append(conn)
+        if ended:
+            self.hand_over([conn])
+        else:
+            self.waker.wake()
 
     def run(self) -> None:
         """Until ``close``: answer the kept connections' probes, hand anything else to the loop, close the idle."""
@@ -66,7 +73,7 @@ class KeptProbes:
                     time.sleep(RETRY_S)
         finally:
             with self.lock:
-                left, self.incoming = [*self.kept, *self.incoming], []
+                left, self.incoming, self.ended = [*self.kept, *self.incoming], [], True
             self.kept.clear()
             if left:
                 self.hand_over(left)

@@ -1,7 +1,7 @@
 """A connection on which a client polls probes (handler/cli/kept_probes.py): after the accepting thread answers its
 first request, a thread of its own answers the next ones while the event loop is held; the first request of another
 kind goes to the loop with its bytes unread; an idle one is closed after the keep-alive timeout, as uvicorn closes
-one, and never reaches the loop."""
+one, and never reaches the loop; one given once the thread has ended goes to the loop."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from uvicorn.server import ServerState
 
 from handler.cli.acceptor import Acceptor
 from handler.cli.connections import ConnectionLimits
+from handler.cli.kept_probes import KeptProbes
 from handler.cli.probes import Probes
 from handler.config.settings import DEMO_REPOSITORY
 from handler.rest.probe_answers import ProbeAnswers
@@ -144,3 +145,18 @@ def test_an_idle_kept_connection_is_closed_after_the_keep_alive_timeout(
 
     assert loop.run_until_complete(run()) == b""
     assert protocols == []
+
+
+def test_a_connection_kept_after_the_thread_ended_goes_to_the_loop(answers: ProbeAnswers) -> None:
+    """A worker stopping: the accepting thread may still hand over a connection it answered as the kept probes'
+    thread ends; that connection goes to the loop rather than waiting for a thread that is gone."""
+    handed: list[list[socket.socket]] = []
+    dropped: list[socket.socket] = []
+    kept = KeptProbes(probes(answers, 5), handed.append, dropped.append)
+    kept.close()
+    assert kept.ended and not kept.thread.is_alive()
+    one, other = socket.socketpair()
+    with one, other:
+        kept.keep(one)
+        assert handed == [[one]]
+        assert dropped == []
