@@ -38,6 +38,14 @@ LIMITS = ConnectionLimits(header_timeout=10, body_timeout=30, max_header_bytes=5
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def connected() -> tuple[socket.socket, socket.socket]:
+    """A TCP connection on 127.0.0.1: its server end and its client end."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        client = socket.create_connection(listening.getsockname())
+        server, _ = listening.accept()
+    return server, client
+
+
 @pytest.mark.parametrize(
     ("data", "path", "keep_alive", "version"),
     [
@@ -120,9 +128,7 @@ def test_the_answer_reads_the_request_and_nothing_after_it() -> None:
     served = ServerState()
     served.default_headers = [(b"date", b"Sun, 29 Nov 2026 12:00:00 GMT"), (b"server", b"uvicorn")]
     check = Probes(health, served, LIMITS)
-    with socket.create_server(("127.0.0.1", 0)) as listening:
-        client = socket.create_connection(listening.getsockname())
-        server, _ = listening.accept()
+    server, client = connected()
     with server, client:
         asked = b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n"
         client.sendall(asked)
@@ -221,9 +227,7 @@ def test_a_failure_telling_the_answer_leaves_the_request_to_the_app(tmp_path: Pa
     for name in ("buggy_metadata", "fine"):
         dataplane.repository.backend(name)  # created, as a first request would
     probes = Probes(ProbeAnswers(dataplane, eager_load=True), ServerState(), LIMITS)
-    with socket.create_server(("127.0.0.1", 0)) as listening:
-        client = socket.create_connection(listening.getsockname())
-        server, _ = listening.accept()
+    server, client = connected()
     with server, client:
         asked = b"GET /v2/models/buggy_metadata HTTP/1.1\r\n\r\n"
         client.sendall(asked)
