@@ -102,7 +102,8 @@ def probe_asked(data: bytes, limits: ConnectionLimits) -> Asked | None:
 
 
 class Probes:
-    """Answers a probe's request from the accepting thread (see the module's docstring)."""
+    """Answers a probe's request from the thread that accepted its connection or keeps it (see the module's
+    docstring)."""
 
     def __init__(self, answers: Answers, state: DefaultHeaders, limits: ConnectionLimits) -> None:
         self.answers, self.state, self.limits = answers, state, limits

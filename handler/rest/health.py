@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from handler.protocol.dataplane import DataPlane
-from handler.rest.responses import JSON, json_response
+from handler.rest.responses import JSON
 from handler.rest.routes import V2Route
 from handler.runtime.drain import draining
 
@@ -23,6 +23,11 @@ READY: Final = "/v2/health/ready"
 def health_answer(key: str, value: bool) -> tuple[int, bytes]:
     """The status and body of a server health answer (the routes' and ``ProbeAnswers``')."""
     return (200 if value else 400), orjson.dumps({key: value})
+
+
+def model_ready_answer(name: str, ready: bool) -> tuple[int, bytes]:
+    """The status and body of a model readiness answer (the route's and ``ProbeAnswers``')."""
+    return (200 if ready else 400), orjson.dumps({"name": name, "ready": ready})
 
 
 def health_routes(dataplane: DataPlane) -> list[V2Route]:
@@ -38,8 +43,8 @@ def health_routes(dataplane: DataPlane) -> list[V2Route]:
 
     async def model_ready(request: Request) -> Response:
         name, version = request.path_params["model_name"], request.path_params.get("model_version")
-        ready = await dataplane.model_ready(name, version)
-        return json_response({"name": name, "ready": ready}, 200 if ready else 400)
+        status, body = model_ready_answer(name, await dataplane.model_ready(name, version))
+        return Response(body, status, media_type=JSON)
 
     tags = ["health"]
     return [

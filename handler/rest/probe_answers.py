@@ -17,7 +17,7 @@ from typing import Final
 import orjson
 
 from handler.protocol.dataplane import DataPlane
-from handler.rest.health import LIVE, READY, health_answer
+from handler.rest.health import LIVE, READY, health_answer, model_ready_answer
 from handler.rest.metadata import metadata_document
 from handler.runtime.drain import draining
 
@@ -58,7 +58,7 @@ class ProbeAnswers:
         if metadata is None:
             return None
         if ready:  # loaded, so ready: the model readiness route's answer
-            return 200, orjson.dumps({"name": name, "ready": True})
+            return model_ready_answer(name, True)
         return 200, orjson.dumps(metadata_document(metadata))
 
     def _ready(self) -> tuple[int, bytes] | None:
