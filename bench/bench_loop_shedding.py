@@ -11,7 +11,8 @@ Python clients offer at most about 1,000 requests a second here, half what one w
 h2load's: one request in flight per connection (HTTP/1.1), ``--rps`` per connection (at most ``CONNECTIONS`` of
 them, each sending more beyond; ``--connections`` sets their number, past the worker's OIP_MAX_CONNECTIONS too),
 the connections opened evenly
-over one period so that their requests do not come in step (h2load's ``-r``/``--rate-period``); a request is timed
+over one request period (as near as h2load's whole milliseconds allow) so that their requests do not come in step
+and the onset's first requests come at the load's rate (h2load's ``-r``/``--rate-period``); a request is timed
 from when it is sent. For each server: the unloaded p99 (one connection, 2 s), the capacity (8 connections, closed
 loop, 4 s), then each factor: the rate h2load reached, every status, the p50/p99 of the 200s and the 503s (after
 the first second, which opens the connections), a health and a metadata probe on a kept-alive connection and a
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import math
 import os
 import shutil
 import socket
@@ -100,8 +102,8 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
     log.unlink(missing_ok=True)
     command = ["h2load", "--h1", "-c", str(connections), "-H", "content-type: application/json"]
     if rps:
-        period_ms = max(1, round(1000 / rps / 100))
-        command += ["--rps", str(rps), "-r", str(max(1, connections // 100)), "--rate-period", f"{period_ms}ms"]
+        per_period, period_ms = stagger(connections, rps)
+        command += ["--rps", str(rps), "-r", str(per_period), "--rate-period", f"{period_ms}ms"]
         command += ["-n", str(int(connections * rps * seconds))]
     else:
         command += ["-D", str(seconds)]
@@ -112,6 +114,19 @@ def h2load(base: str, connections: int, log: Path, seconds: float, rps: int | No
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     line = next(line for line in output.splitlines() if line.startswith("finished in"))
     return float(line.split(",")[1].split()[0])
+
+
+def stagger(connections: int, rps: int) -> tuple[int, int]:
+    """h2load's ``-r`` and ``--rate-period`` (whole ms) that open ``connections`` evenly over one request period
+    (``1000 / rps`` ms), within 5 % of it in the fewest connections at once that whole milliseconds allow: their
+    first requests come at the load's own rate, not faster (an onset faster than the rate would be a burst above
+    the factor asked for)."""
+    period = 1000 / rps
+    for period_ms in range(1, math.ceil(period) + 1):
+        per_period = max(1, round(connections * period_ms / period))
+        if abs(-(-connections // per_period) * period_ms - period) <= max(1.0, 0.05 * period):
+            return per_period, period_ms
+    return connections, math.ceil(period)
 
 
 def slowest(log: Path) -> str:

@@ -22,8 +22,11 @@ of the loop less ``PROBE_S``, and a turn does a little of every request in it.
   interval, so that a sudden burst below capacity is answered, not refused. Then, while the cap refuses, every late
   probe shrinks it by ``LATE`` and every probe on time grows it by one (AIMD, as TCP and Netflix's concurrency
   limits move theirs): the turns stay short, as a refused request waits about one. Once it has refused nothing for
-  ``RELEASE_S``, there is no cap. A loop that keeps up is judged by the longer lag alone, so that a moment's
-  contention for the CPU below capacity refuses nothing.
+  ``RELEASE_S``, or once the requests arriving over a ``WINDOW_S`` come at less than ``SPARE`` of the rate it answers
+  at (the load fell below its capacity: what the cap still refuses are bursts the loop would clear), there is no
+  cap. Arrivals are counted as the loop reads them, so only a window in which the loop kept up (no probe over
+  ``STANDING_S`` late) is judged: a loop far behind reads slower than requests come. A loop that keeps up is
+  judged by the longer lag alone, so that a moment's contention for the CPU below capacity refuses nothing.
 
 The HTTP protocol (handler/cli/connections.py) asks ``refuses()`` as an inference request's head is read, and
 answers a refused one 503 with ``Retry-After`` (the time the loop takes to answer what it holds, from its rate)
@@ -65,6 +68,12 @@ DECREASE: Final = 0.9
 LATE: Final = 0.95
 #: How long the cap must refuse nothing before it goes.
 RELEASE_S: Final = 1.0
+#: The share of the loop's rate under which the requests arriving over a ``WINDOW_S`` leave a capped loop time to
+#: spare, and the cap goes: a load past the loop's capacity arrives faster than it answers, one below it slower,
+#: however its bursts fill the cap.
+SPARE: Final = 0.9
+#: How long a window of arrivals is, for ``SPARE``: tens of the load's bursts, a few of the loop's turns at its cap.
+WINDOW_S: Final = 0.25
 #: The share of the time between two probes the loop's thread must spend on the CPU for a late probe to count.
 BUSY: Final = 0.5
 #: The fewest answers between two probes from which the loop's rate is measured: a trickle gives one at most, beside
@@ -98,6 +107,8 @@ class LoopShedding:
         self.loop, self.tasks = loop, tasks
         self.cap = math.inf
         self.answered = 0
+        #: Inference requests that asked ``refuses`` since the process started (refused or not).
+        self.arrived = 0
         #: Requests refused since the process started.
         self.refused = 0
         #: Answers a second, measured between probes while requests are in flight, the loop is busy and answers at
@@ -113,12 +124,15 @@ class LoopShedding:
         self._late_at = math.inf  # the monotonic clock's time past which the loop is an interval late
         self._counted = (0.0, 0)
         self._cpu = 0.0
+        self._window = (0.0, 0)  # the loop's time and the requests arrived when the current window began
+        self._window_lag = 0.0  # the longest lag probed in it
 
     def watch(self) -> None:
         """Probe the lag from now on while requests are in flight (called as each request arrives)."""
         if self._timer is None:
             now = self.loop.time()
             self._counted, self._cpu = (now, self.answered), time.thread_time()
+            self._window, self._window_lag = (now, self.arrived), 0.0
             self._schedule(now)
 
     def behind(self) -> bool:
@@ -128,6 +142,7 @@ class LoopShedding:
     def refuses(self) -> bool:
         """Whether an inference request arriving now is refused: the loop holds as many requests as its cap; with
         no cap yet, when it is ``behind`` and holds more than ``SUDDEN`` (or than it answers in an interval)."""
+        self.arrived += 1
         cap = self.cap
         if cap == math.inf and self.behind():
             cap = max(SUDDEN, self.rate * INTERVAL_S)
@@ -176,6 +191,12 @@ class LoopShedding:
         elif now - self._unused_since >= RELEASE_S:
             self.cap = math.inf
 
+    def spare(self, arrival_rate: float) -> None:
+        """Judge a window over which requests arrived at ``arrival_rate`` a second: under ``SPARE`` of the loop's
+        rate, the loop has time to spare and no cap."""
+        if arrival_rate < SPARE * self.rate:
+            self.cap, self._behind_since = math.inf, None
+
     def _schedule(self, now: float) -> None:
         self._due = now + PROBE_S
         self._late_at = time.monotonic() + PROBE_S + INTERVAL_S
@@ -192,7 +213,14 @@ class LoopShedding:
                 rate = answers / (now - since)
                 self.rate = rate if not self.rate else 0.8 * self.rate + 0.2 * rate
             self._counted, self._cpu = (now, self.answered), cpu
-            self.judge(now - self._due, now, busy)
+            lag = now - self._due
+            self.judge(lag, now, busy)
+            self._window_lag = max(self._window_lag, lag)
+            began, arrived = self._window
+            if now - began >= WINDOW_S:
+                if self.cap != math.inf and self._window_lag <= STANDING_S:
+                    self.spare((self.arrived - arrived) / (now - began))
+                self._window, self._window_lag = (now, self.arrived), 0.0
         finally:  # the probe goes on whatever a judgement raised
             if inflight or self.cap != math.inf:
                 self._schedule(now)

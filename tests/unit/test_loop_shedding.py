@@ -21,9 +21,11 @@ from handler.inference.loop_shedding import (
     LATE,
     PROBE_S,
     RELEASE_S,
+    SPARE,
     STANDING_S,
     SUDDEN,
     TARGET_S,
+    WINDOW_S,
     LoopShedding,
 )
 from handler.observability.prometheus import MeteredTelemetry, failure_reason
@@ -216,6 +218,96 @@ def test_the_cap_goes_once_it_has_refused_nothing_for_the_release_time(loop: asy
         shedding.judge(ON_TIME, now)
     assert shedding.cap == math.inf
     assert not shedding.refuses()
+
+
+def test_a_cap_goes_once_requests_arrive_slower_than_the_loop_answers(loop: asyncio.AbstractEventLoop) -> None:
+    """A load that fell below the loop's capacity after an overload: the cap still refuses its bursts (so it would
+    never go by refusing nothing), but requests arriving at under ``SPARE`` of the loop's rate leave it no cap."""
+    shedding = LoopShedding(loop, set(range(50)))
+    _standing(shedding)
+    cap = shedding.cap
+    shedding.rate = 1000.0
+    shedding.spare(SPARE * 1000.0)  # as fast as that: a load at its capacity, as far as a window can tell
+    assert shedding.cap == cap
+    shedding.spare(SPARE * 1000.0 - 1)
+    assert shedding.cap == math.inf
+    assert not shedding.refuses()
+
+    unmeasured = LoopShedding(loop, set(range(50)))
+    _standing(unmeasured)
+    unmeasured.spare(0.0)
+    assert unmeasured.cap != math.inf, "a loop whose rate is not measured yet shows no time to spare"
+
+
+class _Windows(LoopShedding):
+    """``LoopShedding`` that keeps the loop's time of each window it judges, and the arrival rate it saw."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tasks: set[int], judged: int) -> None:
+        super().__init__(loop, tasks)
+        self.windows: list[tuple[float, float]] = []
+        self.judged = loop.create_future()
+        self.wanted = judged
+
+    def spare(self, arrival_rate: float) -> None:
+        self.windows.append((self.loop.time(), arrival_rate))
+        super().spare(arrival_rate)
+        if len(self.windows) == self.wanted:
+            self.judged.set_result(None)
+
+
+def _arriving(shedding: LoopShedding, per_turn: int) -> None:
+    """``per_turn`` requests arriving (each asking ``refuses``) every ``PROBE_S`` on ``shedding``'s loop until it
+    has judged the windows it waits for."""
+    if shedding.judged.done():
+        return
+    for _ in range(per_turn):
+        shedding.refuses()
+    shedding.loop.call_later(PROBE_S, _arriving, shedding, per_turn)
+
+
+@pytest.mark.parametrize(
+    ("per_turn", "rate", "capped"),
+    [(1, 10 / PROBE_S, False), (20, 1 / PROBE_S, True)],
+    ids=["slower than it answers", "faster than it answers"],
+)
+def test_the_probe_judges_the_arrivals_of_each_window(
+    loop: asyncio.AbstractEventLoop, per_turn: int, rate: float, capped: bool
+) -> None:
+    """On a real loop that keeps up, held at its cap: each ``WINDOW_S`` the probe judges the rate requests arrived
+    at. A tenth of the loop's rate at most: the cap goes at the first window (while it refused every request); at
+    ten times it or more (the loop's turns as late as it may run them), it stays."""
+    tasks = set(range(10_000))  # more than the cap grows to while it refuses
+    shedding = _Windows(loop, tasks, judged=1 if not capped else 2)
+    _standing(shedding, loop.time())
+    shedding.rate = rate
+    assert shedding.refuses()
+    shedding.watch()
+    loop.call_soon(_arriving, shedding, per_turn)
+    loop.run_until_complete(shedding.judged)
+    assert (shedding.cap != math.inf) is capped, shedding.windows
+    assert shedding.refused > 1
+
+
+def test_a_window_in_which_the_loop_fell_behind_is_not_judged(loop: asyncio.AbstractEventLoop) -> None:
+    """Arrivals are counted as the loop reads them: a loop over ``STANDING_S`` late reads slower than requests
+    come, so the window of a long turn tells nothing of the load, and the next one is judged."""
+    tasks = set(range(10_000))  # more than the cap grows to while it refuses
+    shedding = _Windows(loop, tasks, judged=1)
+    _standing(shedding, loop.time())
+    shedding.rate = 10 / PROBE_S
+
+    def long_turn() -> None:
+        end = time.perf_counter() + 2 * STANDING_S
+        while time.perf_counter() < end:  # one turn of the loop past the standing lag, on the CPU
+            pass
+
+    start = loop.time()
+    shedding.watch()
+    loop.call_soon(long_turn)
+    loop.call_soon(_arriving, shedding, 1)
+    loop.run_until_complete(shedding.judged)
+    ((judged_at, _),) = shedding.windows
+    assert judged_at - start >= 2 * WINDOW_S, "the first window, with the long turn, was judged"
 
 
 def test_a_refusal_is_a_rejected_503_with_the_loops_drain_time(loop: asyncio.AbstractEventLoop) -> None:
