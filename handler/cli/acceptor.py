@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from handler.cli import held_calls
 from handler.cli.selector_waker import SelectorWaker
 
 if TYPE_CHECKING:  # imported by the worker where httptools is installed
@@ -160,7 +161,7 @@ class Acceptor:
         until = time.monotonic() + FIRST_BYTES_S
         for _ in range(room):
             try:
-                conn, _address = self.sock.accept()
+                conn = held_calls.accept(self.sock)  # keeping the interpreter: see held_calls.py
             except (BlockingIOError, InterruptedError):
                 return 0.0
             except ConnectionAbortedError:

@@ -23,6 +23,7 @@ from typing import Final, Protocol
 
 import httptools
 
+from handler.cli import held_calls
 from handler.cli.connections import ConnectionLimits
 
 _REASONS: Final = {200: b"OK", 400: b"Bad Request"}
@@ -116,13 +117,8 @@ class Probes:
     @staticmethod
     def peek(conn: socket.socket) -> bytes | None:
         """The bytes waiting on ``conn``, left there (empty when it has closed or was reset); None when none came
-        yet."""
-        try:
-            return conn.recv(FIRST_READ, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return None
-        except OSError:
-            return b""
+        yet. The call keeps the interpreter (``held_calls.py``)."""
+        return held_calls.peek(conn, FIRST_READ)
 
     def serve(self, conn: socket.socket, data: bytes | None) -> bool | None:
         """What becomes of ``conn``, whose waiting bytes ``data`` are (peeked; empty: it has closed; None: none

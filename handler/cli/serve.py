@@ -156,6 +156,9 @@ def listen(config: Config, port_variable: str = "OIP_PORT") -> socket.socket:
     port and ``--port`` (and ``port_variable``, where the platform sets it)."""
     host, port = config.host, config.port
     sock = _tcp_socket(host)
+    if hasattr(socket, "TCP_DEFER_ACCEPT"):  # Linux: a connection is accepted once its first bytes are there, so
+        # that the accepting thread reads it at once instead of watching it for them (nginx's ``deferred``)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
     try:
         sock.bind((host, port))
         sock.listen(config.backlog)
