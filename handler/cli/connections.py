@@ -47,6 +47,7 @@ from urllib.parse import unquote
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from handler.cli.joined_writes import JoinedWrites
 from handler.config.settings import Settings, inherited_settings
 from handler.inference.admission import Overloaded
 from handler.inference.loop_shedding import RECORD, LoopShedding, Record
@@ -174,7 +175,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         #: When the current phase ends (the event loop's clock); infinite while nothing is awaited from the client.
         self.deadline = math.inf
         self._phase = _HEAD
-        self._link: asyncio.Transport | None = None
+        self._link: JoinedWrites | None = None
         self._sweeper: _Sweeper = None  # type: ignore[assignment]  # set with the transport
         self._refused = False
         #: The current request's target when the loop's shedding refuses it (its body is skipped); else None.
@@ -188,9 +189,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[arg-type]
-        self._link = transport  # type: ignore[assignment]
         loop = asyncio.get_running_loop()
+        transport = self._link = JoinedWrites(transport, loop)  # type: ignore[arg-type]  # an answer in one write
+        super().connection_made(transport)
         sweeper = self._sweepers.get(loop)
         if sweeper is None:
             sweeper = self._sweepers[loop] = _Sweeper(loop, self.limits.sweep_interval, self.tasks)
@@ -276,6 +277,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # uvicorn's callback when an answer is complete
 
     def on_response_complete(self) -> None:
+        if self._link is not None:
+            self._link.flush()  # the answer's last write: nothing comes to join it
         self._sweeper.shedding.answered += 1
         if self._answering:
             self._answering -= 1
@@ -299,6 +302,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._record_refusal(target, error)
         keep = self.parser.should_keep_alive()
         self._link.write(_shed_bytes(error, keep))
+        self._link.flush()  # the whole answer: sent now, not at the turn's end
         if not keep:
             self._refuse(0, "", "")
             return
