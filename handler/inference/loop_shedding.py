@@ -124,7 +124,10 @@ class LoopShedding:
         self._late_at = math.inf  # the monotonic clock's time past which the loop is an interval late
         self._counted = (0.0, 0)
         self._cpu = 0.0
-        self._window = (0.0, 0)  # the loop's time and the requests arrived when the current window began
+        #: The loop's time and ``arrived`` when the current window of arrivals began: at the first probe, at the
+        #: cap (the requests are counted as they ask ``refuses``, which only a capped loop asks of every one), and
+        #: each ``WINDOW_S`` after.
+        self.window = (0.0, 0)
         self._window_lag = 0.0  # the longest lag probed in it
 
     def watch(self) -> None:
@@ -132,7 +135,7 @@ class LoopShedding:
         if self._timer is None:
             now = self.loop.time()
             self._counted, self._cpu = (now, self.answered), time.thread_time()
-            self._window, self._window_lag = (now, self.arrived), 0.0
+            self.window, self._window_lag = (now, self.arrived), 0.0
             self._schedule(now)
 
     def behind(self) -> bool:
@@ -176,6 +179,7 @@ class LoopShedding:
                     first = min(first, self.rate * TARGET_S)
                 self.cap, self._unused_since, self._settled = max(FLOOR, first), now, False
                 self._behind_since = None  # the drain gets an interval of its own before the cap shrinks
+                self.window, self._window_lag = (now, self.arrived), 0.0
             return
         if lag <= TARGET_S:
             self._settled = True
@@ -216,11 +220,11 @@ class LoopShedding:
             lag = now - self._due
             self.judge(lag, now, busy)
             self._window_lag = max(self._window_lag, lag)
-            began, arrived = self._window
+            began, arrived = self.window
             if now - began >= WINDOW_S:
                 if self.cap != math.inf and self._window_lag <= STANDING_S:
                     self.spare((self.arrived - arrived) / (now - began))
-                self._window, self._window_lag = (now, self.arrived), 0.0
+                self.window, self._window_lag = (now, self.arrived), 0.0
         finally:  # the probe goes on whatever a judgement raised
             if inflight or self.cap != math.inf:
                 self._schedule(now)

@@ -239,6 +239,16 @@ def test_a_cap_goes_once_requests_arrive_slower_than_the_loop_answers(loop: asyn
     assert unmeasured.cap != math.inf, "a loop whose rate is not measured yet shows no time to spare"
 
 
+def test_a_window_of_arrivals_begins_at_the_cap(loop: asyncio.AbstractEventLoop) -> None:
+    """Requests are counted as they ask ``refuses``, which a loop with no cap asks of none: a window that began
+    before the cap would count a part of its time's arrivals, and show a load past capacity as one below it."""
+    shedding = LoopShedding(loop, set(range(50)))
+    for _ in range(5):
+        shedding.refuses()
+    capped_at = _standing(shedding)
+    assert shedding.window == (capped_at, 5)
+
+
 class _Windows(LoopShedding):
     """``LoopShedding`` that keeps the loop's time of each window it judges, and the arrival rate it saw."""
 
