@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.raw_answers import RawAnswers
 from tests.support.servers import OipServer, oip_serve
 
 PATIENCE_S = 60
@@ -31,34 +32,10 @@ def server() -> Iterator[OipServer]:
         yield served
 
 
-class Reader:
-    """What comes on one connection, read as it is asked for."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.received = sock, b""
-
-    def until(self, marker: bytes) -> bytes:
-        """Everything up to and with ``marker``."""
-        while marker not in self.received:
-            self._more()
-        found, self.received = self.received.split(marker, 1)
-        return found + marker
-
-    def answer(self) -> tuple[bytes, dict[str, object]]:
-        """The next answer's head and its JSON body (of its content-length)."""
-        head = self.until(b"\r\n\r\n")
-        length = next(
-            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
-        )
-        while len(self.received) < length:
-            self._more()
-        body, self.received = self.received[:length], self.received[length:]
-        return head, json.loads(body)
-
-    def _more(self) -> None:
-        chunk = self.sock.recv(65536)
-        assert chunk, f"closed after {self.received!r}"
-        self.received += chunk
+def _answer(answers: RawAnswers) -> tuple[bytes, dict[str, object]]:
+    """The next answer's head and its JSON body."""
+    head, body = answers.next().split(b"\r\n\r\n", 1)
+    return head, json.loads(body)
 
 
 def _labels(answer: dict[str, object]) -> object:
@@ -69,30 +46,30 @@ def _labels(answer: dict[str, object]) -> object:
 
 def test_an_interim_100_continue_comes_before_the_body_is_sent(server: OipServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S) as sock:
-        reader = Reader(sock)
+        answers = RawAnswers(sock)
         sock.sendall(_request(b"Expect: 100-continue\r\n"))
-        assert reader.until(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        assert answers.until(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(BODY)
-        head, answer = reader.answer()
+        head, answer = _answer(answers)
         assert head.startswith(b"HTTP/1.1 200 OK\r\n")
         assert _labels(answer) == [0]
 
 
 def test_pipelined_requests_get_whole_answers_in_order(server: OipServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S) as sock:
-        reader = Reader(sock)
+        answers = RawAnswers(sock)
         sock.sendall((_request() + BODY) * 3)
         for _ in range(3):
-            head, answer = reader.answer()
+            head, answer = _answer(answers)
             assert head.startswith(b"HTTP/1.1 200 OK\r\n")
             assert _labels(answer) == [0]
 
 
 def test_an_answer_that_closes_its_connection_arrives_whole_before_the_end(server: OipServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S) as sock:
-        reader = Reader(sock)
+        answers = RawAnswers(sock)
         sock.sendall(_request(b"Connection: close\r\n") + BODY)
-        head, answer = reader.answer()
+        head, answer = _answer(answers)
         assert b"connection: close" in head.lower()
         assert _labels(answer) == [0]
         assert sock.recv(1) == b"", "closed once answered"

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.raw_answers import RawAnswers
 from tests.support.servers import OipServer, oip_serve, wait_for
 
 PATIENCE_S = 60
@@ -25,29 +26,6 @@ def server() -> Iterator[OipServer]:
 
 def _connect(server: OipServer) -> socket.socket:
     return socket.create_connection(("127.0.0.1", server.port), timeout=PATIENCE_S)
-
-
-class Answers:
-    """The answers on one connection, one at a time: each a head and a body of its content-length."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.received = sock, b""
-
-    def next(self) -> bytes:
-        while b"\r\n\r\n" not in self.received:
-            self._more()
-        head, _ = self.received.split(b"\r\n\r\n", 1)
-        length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-        size = len(head) + 4 + length
-        while len(self.received) < size:
-            self._more()
-        answer, self.received = self.received[:size], self.received[size:]
-        return answer
-
-    def _more(self) -> None:
-        chunk = self.sock.recv(4096)
-        assert chunk, f"closed after {self.received!r}"
-        self.received += chunk
 
 
 #: An inference request: a connection that sends one first is the event loop's from then on.
@@ -76,13 +54,13 @@ def test_the_threads_answers_are_the_apps(server: OipServer, path: str) -> None:
     date."""
     request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     with _connect(server) as sock:
-        answers = Answers(sock)
+        answers = RawAnswers(sock)
         sock.sendall(request)
         first = answers.next()
         sock.sendall(request)
         second = answers.next()
     with _connect(server) as sock:
-        answers = Answers(sock)
+        answers = RawAnswers(sock)
         sock.sendall(INFER)
         assert answers.next().startswith(b"HTTP/1.1 200 OK\r\n")
         sock.sendall(request)
@@ -96,7 +74,7 @@ def test_a_client_that_asks_for_close_gets_it(server: OipServer) -> None:
     for request in (b"GET /v2/health/live HTTP/1.0\r\n\r\n", closing):
         with _connect(server) as sock:
             sock.sendall(request)
-            answer = Answers(sock).next()
+            answer = RawAnswers(sock).next()
             assert sock.recv(4096) == b""  # closed after the answer
         assert b"\r\nconnection: close\r\n" in answer
         assert answer.endswith(b'{"live":true}')
@@ -105,7 +83,7 @@ def test_a_client_that_asks_for_close_gets_it(server: OipServer) -> None:
 def test_pipelined_health_checks_are_answered_in_order(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\n\r\nGET /v2/health/ready HTTP/1.1\r\n\r\n")
-        answers = Answers(sock)
+        answers = RawAnswers(sock)
         assert answers.next().endswith(b'{"live":true}')
         assert answers.next().endswith(b'{"ready":true}')
 
@@ -113,17 +91,17 @@ def test_pipelined_health_checks_are_answered_in_order(server: OipServer) -> Non
 def test_another_method_on_the_health_path_is_the_apps_to_answer(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"POST /v2/health/ready HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
-        assert Answers(sock).next().startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
+        assert RawAnswers(sock).next().startswith(b"HTTP/1.1 405 Method Not Allowed\r\n")
 
 
 def test_each_health_check_is_logged_as_uvicorn_logs_a_request(server: OipServer) -> None:
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/ready?from=a-new-connection HTTP/1.1\r\n\r\n")
-        Answers(sock).next()
+        RawAnswers(sock).next()
         port = sock.getsockname()[1]
     with _connect(server) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nConnection: close\r\n\r\n")
-        Answers(sock).next()
+        RawAnswers(sock).next()
         mine = sock.getsockname()[1]
     wait_for(lambda: f'127.0.0.1:{mine} - "GET /v2/health/live HTTP/1.1" 200' in server.output(), "no access line")
     assert f'127.0.0.1:{port} - "GET /v2/health/ready?from=a-new-connection HTTP/1.1" 200' in server.output()

@@ -6,7 +6,6 @@ one, and never reaches the loop; one given once the thread has ended goes to the
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from handler.config.settings import DEMO_REPOSITORY
 from handler.rest.probe_answers import ProbeAnswers
 from handler.runtime.container import build_dataplane
 from tests.conftest import make_settings
+from tests.support.raw_answers import RawAnswers
 from tests.unit.test_acceptor import LOOPS, PATIENCE_S, listening, until
 
 #: What the thread answers, in the order a poller asks them.
@@ -58,17 +58,7 @@ def probes(answers: ProbeAnswers, keep_alive_timeout: float) -> Probes:
 def answer_on(sock: socket.socket, request: bytes) -> bytes:
     """``request`` on ``sock``, and its answer (a head and a body of its content-length)."""
     sock.sendall(request)
-    received = b""
-    while b"\r\n\r\n" not in received or len(received.split(b"\r\n\r\n", 1)[1]) < _length(received):
-        chunk = sock.recv(4096)
-        assert chunk, f"closed after {received!r}"
-        received += chunk
-    return received
-
-
-def _length(received: bytes) -> int:
-    match = re.search(rb"content-length: (\d+)", received)
-    return int(match.group(1)) if match else 0
+    return RawAnswers(sock).next()
 
 
 def test_a_connection_polling_probes_is_answered_while_the_event_loop_is_held(
