@@ -22,6 +22,7 @@ from adapters.onnx.messages import public_message
 from adapters.onnx.placement import Placement
 from adapters.onnx.placement import running_estimate as running_estimate  # where callers have found it
 from adapters.onnx.reshape import Reshape, reshapes, to_client, to_model
+from adapters.onnx.run_slots import RunSlots, instance_count
 from adapters.onnx.watchdog import WATCHDOG
 from adapters.repository.model_config import model_config_pb2
 from adapters.types import Execution, InferCall, InferResult, ModelMetadata, Tensor, TensorSpec
@@ -188,6 +189,8 @@ class OnnxBackend:
         self._reshape_out: dict[str, Reshape] = reshapes(config.output) if config is not None else {}
         #: The measured run time, which says whether the next run is made on the event loop.
         self._placement = Placement(self.settings.inline_run_ms)
+        #: The runs in worker threads that go at once: the model's instances (run_slots.py).
+        self.slots = RunSlots(instance_count(config))
         self._batcher: Batcher | None = None
         if self.settings.dynamic_batching:  # the batcher's module is imported only by servers that batch
             from adapters.onnx.batcher import Batcher
@@ -349,7 +352,8 @@ class OnnxBackend:
         return InferResult(self.name, self.version, outputs, call.id, execution=execution)
 
     async def infer(self, call: InferCall) -> InferResult:
-        """Run inline when the model is fast, else in a worker thread (onnxruntime releases the GIL); with
+        """Run inline when the model is fast, else in a worker thread (onnxruntime releases the GIL), as many at
+        once as the model has instances (``run_slots.py``), the others in turn; with
         dynamic batching, validate the request alone, then let the batcher merge it with concurrent ones, within
         its queue policy and its ``priority`` and ``timeout`` parameters. Without a queue (Triton ignores a
         ``timeout`` there), the request's ``timeout`` bounds its run as its deadline does; ``priority`` is checked
@@ -383,4 +387,4 @@ class OnnxBackend:
     async def _infer_now(self, call: InferCall) -> InferResult:
         if self._placement.inline():
             return self.infer_sync(call)
-        return await anyio.to_thread.run_sync(self.infer_sync, call)
+        return await anyio.to_thread.run_sync(self.infer_sync, call, limiter=self.slots.limiter())
