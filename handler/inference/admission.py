@@ -10,17 +10,18 @@ target``, ``OIP_ADMISSION_TARGET_MS``, 100 ms), as the accepted-latency goal is 
 plus the target; ``alone`` is the measured time of a request that ran alone (the minimum Vegas measures against).
 The time to its answer follows Little's law: the requests ahead of it over the rate the model answers them, the
 model's measured busy time per answer (``interval``), whether its runs take one request each, a dynamic batch, or
-overlap in worker threads: what is left of the answer in progress (``interval`` since the last answer, none once
-that has passed), one ``interval`` for each other request in flight and one for its own, plus twice how far answers
-have come from that expectation (their mean deviation, as TCP's retransmission timeout counts a round trip), so that
-the accepted p99, not only the mean, keeps the bound. The requests admitted before a model's first answer run at
-once; the first estimate waits for all of them. A request with its own deadline (gRPC deadline, Lambda's remaining
-time) is admitted while its answer comes within it instead, and refused with the deadline's 504 / DEADLINE_EXCEEDED
-otherwise. Each model has its own gate, so a slow model that is saturated refuses its own requests and never a fast
-model's. A model with its own queue policy (``max_queue_size`` or a queue timeout in config.pbtxt), one served by
-Triton, and one not measured yet are bounded by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's
-bound, and no adaptive gate unless ``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the
-gates off.
+overlap in worker threads (a model with more than one instance, adapters/onnx/run_slots.py): what is left of the
+answer in progress (``interval`` since the last answer, none once that has passed), one ``interval`` for each other
+request in flight and one for its own, plus four times how far answers have come from that expectation (their mean
+deviation: TCP's retransmission timeout is the smoothed round trip plus four of its mean deviations, RFC 6298; twice
+for a model that answers a dynamic batch at a time), so that the accepted p99, not only the mean, keeps the bound.
+The requests admitted before a model's first answer run at once; the first estimate waits for all of them. A request
+with its own deadline (gRPC deadline, Lambda's remaining time) is admitted while its answer comes within it instead,
+and refused with the deadline's 504 / DEADLINE_EXCEEDED otherwise. Each model has its own gate, so a slow model that
+is saturated refuses its own requests and never a fast model's. A model with its own queue policy
+(``max_queue_size`` or a queue timeout in config.pbtxt), one served by Triton, and one not measured yet are bounded
+by the worker's bound alone. ``OIP_MAX_INFLIGHT`` set: the operator's bound, and no adaptive gate unless
+``OIP_ADMISSION_TARGET_MS`` is set too; ``OIP_ADMISSION_TARGET_MS=0`` turns the gates off.
 
 **Per worker** (``Admission.limit``): ``OIP_MAX_INFLIGHT``, else ``default_inflight``, a safety bound (64 requests
 per core plus two of the largest dynamic batch) that keeps a burst from piling up memory before any model is
@@ -48,6 +49,13 @@ MAX_GATES: Final = 1024
 #: Weight of a new sample of a request's time alone; a faster one counts more, so one stalled run is forgotten
 #: quickly.
 _RISE, _FALL = 0.2, 0.5
+#: How many of its answers' mean deviations from their expected time a request's expected answer adds, for a model
+#: that runs one request at a time (TCP's retransmission timeout adds four to the smoothed round trip, RFC 6298),
+#: and for one that runs dynamic batches, whose answers come a batch at a time, up to a batch's run from when each
+#: was expected: a deviation that is the batches' own rhythm more than the runs' variation, and which four would
+#: count as a queue deeper than one batch.
+MARGIN: Final = 4
+BATCH_MARGIN: Final = 2
 #: The answers a model's time per answer is measured over: each older answer weighs ``1 - 1 / WINDOW`` of the next.
 WINDOW: Final = 32
 _NEW: Final = 1 / WINDOW
@@ -112,6 +120,7 @@ class ModelGate:
         "inflight",
         "interval_s",
         "last",
+        "margin",
         "name",
         "parallel",
         "refused",
@@ -122,6 +131,7 @@ class ModelGate:
     def __init__(self, name: str, parallel: int, target_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.parallel = max(parallel, 1)
+        self.margin = MARGIN if self.parallel == 1 else BATCH_MARGIN
         self.target_s = target_s
         self.clock = clock
         self.inflight = 0
@@ -157,9 +167,9 @@ class ModelGate:
         return min(max(interval - (now - self.last), 0.0), interval) + self.inflight * interval
 
     def answer_s(self, now: float) -> float:
-        """``expected_s`` and twice how far answers have come from their expected time, so that the accepted p99,
-        not only the mean, keeps the bound."""
-        return self.expected_s(now) + 2 * self.spread_s
+        """``expected_s`` and four times how far answers have come from their expected time (``MARGIN``; twice for
+        a batching model, ``BATCH_MARGIN``), so that the accepted p99, not only the mean, keeps the bound."""
+        return self.expected_s(now) + self.margin * self.spread_s
 
     def drain_s(self) -> float:
         """The time the requests in flight take to be answered, as measured."""

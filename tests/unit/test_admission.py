@@ -225,6 +225,18 @@ def test_answers_that_stray_from_their_expected_time_widen_the_margin() -> None:
         varying.admits(None)
 
 
+def test_a_model_that_runs_one_request_at_a_time_adds_four_deviations_and_a_batching_one_two() -> None:
+    """TCP's retransmission timeout is the smoothed round trip plus four mean deviations (RFC 6298, 2.3): so is the
+    answer a request to a model that runs one request at a time can expect. A batching model's answers come a batch
+    at a time, their deviation its batches' rhythm: two."""
+    for parallel, margin in ((1, 4), (8, 2)):
+        clock = Clock()
+        gate = _gate(0.3, parallel=parallel, clock=clock)
+        Busy(gate, clock).answer([0.2, 0.2, 0.4, 0.4] * 10)
+        assert gate.spread_s > 0.03
+        assert gate.answer_s(clock.now) - gate.expected_s(clock.now) == pytest.approx(margin * gate.spread_s)
+
+
 def test_a_stalled_answer_counts_for_twice_its_share_at_most_and_is_soon_forgotten() -> None:
     """A 0.5 ms model whose process stalls for 50 ms once (a pause of the machine, not of the model), with eight in
     flight: the stall counts as two shares of eight answers, so the next eight (perf_analyzer at concurrency 8)
