@@ -7,8 +7,8 @@ Triton provides a model configuration option called instance-group that allows e
 parallel executions of that model should be allowed."
 
 The backend tests run a real onnxruntime session in worker threads (``inline_run_ms=0``) and hold the turns
-themselves: the test takes one of the model's slots (its public ``slots.limiter()``) before the requests come, so
-which requests run and which wait is what the limiter reports, not how long a run takes.
+themselves: the test takes the model's slots (its public ``slots.limiter()``) before the requests come, so which
+requests wait is what the limiter reports, not how long a run takes.
 """
 
 from __future__ import annotations
