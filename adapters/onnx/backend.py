@@ -387,4 +387,8 @@ class OnnxBackend:
     async def _infer_now(self, call: InferCall) -> InferResult:
         if self._placement.inline():
             return self.infer_sync(call)
-        return await anyio.to_thread.run_sync(self.infer_sync, call, limiter=self.slots.limiter())
+        deadline = deadlines.current()
+        if deadline is None:
+            return await anyio.to_thread.run_sync(self.infer_sync, call, limiter=self.slots.limiter())
+        async with self.slots.taken(deadline):  # a request whose deadline passes while it waits is answered then
+            return await anyio.to_thread.run_sync(self.infer_sync, call)

@@ -1,21 +1,26 @@
 """``RunSlots``: how many runs of one model version go at once in worker threads, the others waiting their turn.
 
-Triton runs a model's requests on its instances, each instance one request (or one dynamic batch) at a time, and
-the model's ``instance_group`` says how many instances there are. A model here that runs in worker threads
-follows the same rule: at most ``instance_count(config)`` of its runs at once, the others waiting in the order they
-came. Runs that share the CPU all finish late together, so a request admitted behind others would wait for every
-run, those admitted after it included, and take longer than the runs ahead of it and its own (what the model's gate
-in handler/inference/admission.py expects at its admission); one after the other, each is answered as its turn
-ends. Runs on the event loop's thread (a fast model, or every run on Lambda) are one at a time already, and so are
-a dynamic batcher's (adapters/onnx/batcher.py).
+Triton runs a model's requests on its instances, each instance one request (or one dynamic batch) at a time, and the
+model's ``instance_group`` says how many instances there are. A model here that runs in worker threads follows the
+same rule: at most ``instance_count(config)`` of its runs at once, the others waiting in the order they came. Runs
+that share the CPU all finish late together, so a request admitted behind others would wait for every run, those
+admitted after it included, and take longer than the runs ahead of it and its own (what the model's gate in
+handler/inference/admission.py expects at its admission); one after the other, each is answered as its turn ends. A
+request with a deadline (adapters/deadline.py) waits for its turn until the deadline at most, and is answered the
+deadline's error then. Runs on the event loop's thread (a fast model, or every run on Lambda) are one at a time
+already, and so are a dynamic batcher's (adapters/onnx/batcher.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+
+from adapters.deadline import Deadline
 
 
 def instance_count(config: Any) -> int:
@@ -45,3 +50,16 @@ class RunSlots:
             limiter = self._limiter = anyio.CapacityLimiter(self.total)
             self._loop = loop
         return limiter
+
+    @asynccontextmanager
+    async def taken(self, deadline: Deadline) -> AsyncIterator[None]:
+        """One slot, held for the block, waited for until ``deadline`` at most: past it, the deadline's error."""
+        limiter = self.limiter()
+        with anyio.move_on_after(deadline.remaining()) as waiting:
+            await limiter.acquire()
+        if waiting.cancelled_caught:
+            raise deadline.error()
+        try:
+            yield
+        finally:
+            limiter.release()

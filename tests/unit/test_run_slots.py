@@ -20,6 +20,7 @@ import anyio
 import numpy as np
 import pytest
 
+from adapters import deadline as deadlines
 from adapters.onnx.backend import OnnxBackend, SessionSettings
 from adapters.onnx.run_slots import RunSlots, instance_count
 from adapters.repository.model_config import parse_model_config
@@ -114,3 +115,26 @@ def test_a_model_with_two_instances_has_two_slots(tmp_path: Path) -> None:
     assert backend.slots.total == 2
     assert seen == (2, 4)
     assert sorted(answered) == ["0.0", "1.0", "2.0", "3.0"]
+
+
+def test_a_request_whose_deadline_passes_while_it_waits_for_a_slot_is_answered_then(tmp_path: Path) -> None:
+    """Its deadline's answer when the deadline passes, while the test still holds the model's one slot: not at its
+    turn, however late that comes."""
+    backend = _backend(tmp_path, "")
+
+    async def waited() -> None:
+        limiter = backend.slots.limiter()
+        holder = object()
+        await limiter.acquire_on_behalf_of(holder)
+        try:
+            with deadlines.bound(deadlines.after(0.05, "the gRPC deadline")):
+                task = asyncio.create_task(backend.infer(_call(1.0)))
+            done, _ = await asyncio.wait({task}, timeout=60)  # waited for the test's slot otherwise
+            assert task in done
+            with pytest.raises(deadlines.DeadlineExceeded, match="the gRPC deadline"):
+                task.result()
+            assert limiter.borrowed_tokens == 1 and limiter.statistics().tasks_waiting == 0
+        finally:
+            limiter.release_on_behalf_of(holder)
+
+    asyncio.run(waited())
