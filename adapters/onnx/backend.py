@@ -387,8 +387,5 @@ class OnnxBackend:
     async def _infer_now(self, call: InferCall) -> InferResult:
         if self._placement.inline():
             return self.infer_sync(call)
-        deadline = deadlines.current()
-        if deadline is None:
-            return await anyio.to_thread.run_sync(self.infer_sync, call, limiter=self.slots.limiter())
-        async with self.slots.taken(deadline):  # a request whose deadline passes while it waits is answered then
+        async with self.slots.taken(deadlines.current()):  # its turn, waited for until its deadline at most
             return await anyio.to_thread.run_sync(self.infer_sync, call)

@@ -52,12 +52,13 @@ class RunSlots:
         return limiter
 
     @asynccontextmanager
-    async def taken(self, deadline: Deadline) -> AsyncIterator[None]:
-        """One slot, held for the block, waited for until ``deadline`` at most: past it, the deadline's error."""
+    async def taken(self, deadline: Deadline | None) -> AsyncIterator[None]:
+        """One slot, held for the block, waited for until ``deadline`` at most (None: for as long as it takes): past
+        it, the deadline's error."""
         limiter = self.limiter()
-        with anyio.move_on_after(deadline.remaining()) as waiting:
+        with anyio.move_on_after(deadline.remaining() if deadline is not None else None) as waiting:
             await limiter.acquire()
-        if waiting.cancelled_caught:
+        if deadline is not None and waiting.cancelled_caught:
             raise deadline.error()
         try:
             yield
